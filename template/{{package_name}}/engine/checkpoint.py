@@ -1,0 +1,63 @@
+"""Self-describing checkpoints: weights, optimizer and loss-scaler state, plus a JSON ``meta``
+(step, epoch, data position, resolved config, task meta, template version).
+
+Resume reads everything from the file, never from its name. Writes are atomic (temp
+file + rename), so a crash never leaves a half-written checkpoint behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+import mindspore as ms
+
+from .errors import CheckpointError
+
+META_KEY = "msscaffold_meta"
+# Derived from the config on every start, so a resumed run may change the schedule length.
+_NOT_RESTORED = ("learning_rate",)
+
+
+def save(path: Path, holders: Iterable[Any], meta: dict[str, Any]) -> None:
+    """Save the parameters of ``holders`` (Cells, optimizers, loss scalers) with ``meta``."""
+    params = {p.name: p for holder in holders for p in _parameters(holder)}
+    tmp = path.with_name(f".{path.stem}.tmp.ckpt")  # MindSpore appends .ckpt to other names
+    ms.save_checkpoint([{"name": name, "data": p} for name, p in params.items()], str(tmp),
+                       append_dict={META_KEY: json.dumps(meta)})
+    os.replace(tmp, path)
+
+
+def read(path: str | Path) -> tuple[dict[str, ms.Parameter], dict[str, Any]]:
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    try:
+        params = ms.load_checkpoint(str(path))
+        meta = json.loads(params.pop(META_KEY))
+    except (ValueError, RuntimeError, KeyError, TypeError, json.JSONDecodeError):
+        raise CheckpointError(f"{path} is not a checkpoint written by this project (corrupt or foreign)") from None
+    return params, meta
+
+
+def restore(params: dict[str, ms.Parameter], *holders: Any) -> None:
+    """Load ``params`` into ``holders``; every parameter they own must be in the file."""
+    for holder in holders:
+        wanted = [p for p in _parameters(holder) if p.name not in _NOT_RESTORED]
+        missing = [p.name for p in wanted if p.name not in params]
+        if missing:
+            raise CheckpointError(f"checkpoint lacks {len(missing)} parameters, e.g. {missing[0]!r}: "
+                                  "was it written with another model config?")
+        for p in wanted:
+            if p.shape != params[p.name].shape:
+                raise CheckpointError(f"checkpoint parameter {p.name!r} has shape {params[p.name].shape}, "
+                                      f"the model expects {p.shape}")
+            p.set_data(params[p.name].astype(p.dtype))
+
+
+def _parameters(holder: Any) -> list[ms.Parameter]:
+    if isinstance(holder, ms.nn.Cell):
+        return list(holder.get_parameters())
+    return [v for v in vars(holder).values() if isinstance(v, ms.Parameter)]  # e.g. a loss scaler

@@ -1,0 +1,45 @@
+"""Rebuild a trained network from a checkpoint alone (config and task meta travel inside it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mindspore import nn
+
+from . import checkpoint, runtime
+from .config import Config, _apply_override, build_config
+from .task import Comm, Task
+
+
+@dataclass
+class Trained:
+    cfg: Config
+    task: Task
+    meta: dict[str, Any]  # the task meta saved at training time (vocabulary, classes...)
+    network: nn.Cell
+    state: dict[str, Any]
+
+
+def load_trained(path: str, overrides: list[str] = ()) -> Trained:
+    """``overrides`` may point at other data (e.g. ``data.path=...``) but not change the model."""
+    params, meta = checkpoint.read(path)
+    raw = meta["config"]
+    for item in overrides:
+        _apply_override(raw, item)
+    cfg = build_config(raw, source=f"{path} (saved config)")
+    runtime.setup(cfg)
+    from ..tasks import get_task
+
+    task = get_task(cfg.task)
+    network = task.build_model(cfg, meta["task_meta"], Comm()).network
+    checkpoint.restore(params, network)
+    network.set_train(False)
+    return Trained(cfg, task, meta["task_meta"], network, meta["state"])
+
+
+def evaluate_checkpoint(path: str, overrides: list[str] = ()) -> dict[str, float]:
+    trained = load_trained(path, overrides)
+    data = trained.task.load_data(trained.cfg)
+    data.meta = trained.meta  # evaluate with the training-time meta (normalisation, vocabulary)
+    return trained.task.evaluate(trained.network, data, trained.cfg)

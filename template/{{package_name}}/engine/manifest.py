@@ -1,0 +1,52 @@
+"""``manifest.json`` in each run folder: enough to know later exactly what produced it."""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import mindspore as ms
+import numpy as np
+import yaml
+
+from .config import Config
+
+ANSWERS_FILE = Path(".copier-answers.yml")
+
+
+def template_version() -> str | None:
+    """The msscaffold template commit this project was generated or last updated from."""
+    try:
+        return str(yaml.safe_load(ANSWERS_FILE.read_text(encoding="utf-8")).get("_commit"))
+    except (OSError, AttributeError, yaml.YAMLError):
+        return None
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def write(run_dir: Path, cfg: Config, device: str, world_size: int) -> dict[str, Any]:
+    manifest = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "mindspore": ms.__version__,
+        "numpy": np.__version__,
+        "device": device,
+        "world_size": world_size,
+        "seed": cfg.seed,
+        "config_hash": cfg.digest(),
+        "git_commit": git_commit(),
+        "template_commit": template_version(),
+        "config": cfg.to_dict(),
+    }
+    (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    return manifest

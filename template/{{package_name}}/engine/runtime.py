@@ -1,0 +1,44 @@
+"""Process setup: device, oneDNN ISA cap, compile cache, seeds. Call once, before any op."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+
+from .config import Config
+from .errors import ConfigError
+
+_PREFERENCE = ("Ascend", "GPU", "CPU")
+
+
+def setup(cfg: Config) -> str:
+    """Apply ``cfg.runtime`` and seeds; return the device in use."""
+    if cfg.runtime.onednn_max_isa:
+        os.environ.setdefault("ONEDNN_MAX_CPU_ISA", cfg.runtime.onednn_max_isa)
+    if cfg.runtime.compile_cache:
+        os.environ.setdefault("MS_COMPILER_CACHE_ENABLE", "1")
+        os.environ.setdefault("MS_COMPILER_CACHE_PATH", os.path.join(cfg.output.dir, ".compile_cache"))
+
+    import mindspore as ms
+    from mindspore import hal
+
+    device = cfg.runtime.device
+    if device == "auto":
+        device = next(d for d in _PREFERENCE if d == "CPU" or hal.is_available(d))
+    elif device != "CPU" and not hal.is_available(device):
+        raise ConfigError(f"runtime.device={device!r} is not available here; use auto or CPU")
+    if device == "CPU" and cfg.train.amp_level != "O0" and cfg.train.amp_dtype == "bfloat16":
+        raise ConfigError("train.amp_dtype='bfloat16' is not supported on CPU; use float16 or amp_level O0")
+    ms.set_device(device)
+    seed_everything(cfg.seed)
+    return device
+
+
+def seed_everything(seed: int) -> None:
+    import mindspore as ms
+
+    random.seed(seed)
+    np.random.seed(seed)
+    ms.set_seed(seed)

@@ -1,0 +1,24 @@
+"""Config sections of the vision task (``data:`` and ``model:`` in config.yaml)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ...engine.config import Section
+
+
+class DataConfig(Section):
+    path: str = "data/digits.npz"  # .npz (images, labels) or an ImageFolder directory
+    image_size: int = Field(8, gt=0)  # images are resized to image_size x image_size
+    channels: Literal[1, 3] = 1  # 1: grayscale, 3: RGB
+    eval_fraction: float = Field(0.2, gt=0, lt=1)  # held out for evaluation (stratified)
+
+
+class ModelConfig(Section):
+    widths: list[int] = [32, 64]  # channels per stage; each stage after the first halves H and W
+    blocks_per_stage: int = Field(1, gt=0)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    pretrained: str | None = None  # checkpoint to start from (backbone weights)
+    freeze_backbone: bool = False  # fine-tune only the classifier head

@@ -1,0 +1,97 @@
+"""Load images + labels from an .npz file or an ImageFolder directory; split and normalise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from ...engine.errors import DataError
+from ...engine.task import Data
+from .config import DataConfig
+
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
+
+
+def load_data(cfg) -> Data:
+    images, labels, classes = read_images(cfg.data)
+    train_idx, eval_idx = stratified_split(labels, cfg.data.eval_fraction, cfg.seed)
+    mean, std = float(images[train_idx].mean()), float(images[train_idx].std()) or 1.0
+    x = ((images - mean) / std).astype(np.float32)
+    meta = {"classes": classes, "image_size": cfg.data.image_size, "channels": cfg.data.channels,
+            "mean": mean, "std": std}
+    return Data(train={"image": x[train_idx], "label": labels[train_idx]},
+                eval={"image": x[eval_idx], "label": labels[eval_idx]}, meta=meta)
+
+
+def read_images(cfg: DataConfig) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Return images as float32 (N, C, H, W) in [0, 1], int32 labels and class names."""
+    path = Path(cfg.path)
+    if path.is_dir():
+        images, labels, classes = _read_folder(path, cfg)
+    elif path.suffix == ".npz" and path.is_file():
+        images, labels, classes = _read_npz(path, cfg)
+    else:
+        raise DataError(f"data.path={cfg.path!r}: expected an .npz file or an image folder")
+    if len(images) == 0:
+        raise DataError(f"data.path={cfg.path!r} holds no images")
+    return images, labels, classes
+
+
+def preprocess(image: Image.Image, cfg: DataConfig) -> np.ndarray:
+    """One PIL image -> float32 (C, H, W) in [0, 1], as training saw it."""
+    image = image.convert("L" if cfg.channels == 1 else "RGB").resize((cfg.image_size, cfg.image_size))
+    array = np.asarray(image, dtype=np.float32) / 255.0
+    return array[None] if cfg.channels == 1 else array.transpose(2, 0, 1)
+
+
+def open_image(file: Path) -> Image.Image:
+    try:
+        image = Image.open(file)
+        image.load()
+    except (UnidentifiedImageError, OSError):
+        raise DataError(f"{file}: not a readable image (corrupt or unsupported format)") from None
+    return image
+
+
+def stratified_split(labels: np.ndarray, eval_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    train, held = [], []
+    for label in np.unique(labels):
+        idx = rng.permutation(np.flatnonzero(labels == label))
+        n_eval = max(1, round(len(idx) * eval_fraction))
+        held.append(idx[:n_eval])
+        train.append(idx[n_eval:])
+    return rng.permutation(np.concatenate(train)), np.sort(np.concatenate(held))
+
+
+def _read_folder(root: Path, cfg: DataConfig):
+    classes = sorted(d.name for d in root.iterdir() if d.is_dir())
+    if not classes:
+        raise DataError(f"{root}: an image folder needs one sub-folder per class")
+    images, labels = [], []
+    for label, name in enumerate(classes):
+        for file in sorted((root / name).iterdir()):
+            if file.suffix.lower() in IMAGE_SUFFIXES:
+                images.append(preprocess(open_image(file), cfg))
+                labels.append(label)
+    return np.stack(images) if images else np.zeros((0,)), np.asarray(labels, np.int32), classes
+
+
+def _read_npz(path: Path, cfg: DataConfig):
+    try:
+        with np.load(path) as arrays:
+            images, labels = arrays["images"], arrays["labels"].astype(np.int32)
+    except (OSError, ValueError, KeyError) as exc:
+        raise DataError(f"{path}: cannot read 'images' and 'labels' arrays ({exc})") from None
+    if images.ndim == 3:
+        images = images[..., None]
+    if images.ndim != 4 or len(images) != len(labels):
+        raise DataError(f"{path}: images must be (N, H, W[, C]) with one label each")
+    if images.dtype != np.uint8:  # floats are taken to be in [0, 1]
+        images = (np.clip(images, 0, 1) * 255).round().astype(np.uint8)
+    array = np.stack([preprocess(Image.fromarray(img[..., 0] if img.shape[-1] == 1 else img), cfg)
+                      for img in images])
+    classes = [str(c) for c in range(int(labels.max()) + 1)]
+    return array, labels, classes

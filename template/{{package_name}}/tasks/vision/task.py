@@ -1,0 +1,64 @@
+"""The vision task as the engine sees it: data, model + loss, evaluation, exports."""
+
+from __future__ import annotations
+
+import numpy as np
+from mindspore import Tensor, nn, ops
+
+from ...engine import checkpoint
+from ...engine.errors import CheckpointError
+from ...engine.task import Comm, Data, Model, Task
+from .data import load_data
+from .model import Classifier
+
+
+class ClassificationLoss(nn.Cell):
+    def __init__(self, network: nn.Cell):
+        super().__init__()
+        self.network = network
+        self.loss = nn.CrossEntropyLoss()
+
+    def construct(self, image, label):
+        return self.loss(self.network(image), label)
+
+
+def build_model(cfg, meta: dict, comm: Comm) -> Model:
+    m = cfg.model
+    network = Classifier(meta["channels"], len(meta["classes"]), m.widths, m.blocks_per_stage, m.dropout)
+    if m.freeze_backbone:
+        network.freeze_backbone()
+    return Model(network=network, loss=ClassificationLoss(network))
+
+
+def warm_start(network: Classifier, cfg) -> None:
+    """``model.pretrained``: copy backbone weights from a checkpoint; the head stays fresh
+    (the new data may have other classes)."""
+    if not cfg.model.pretrained:
+        return
+    params, _ = checkpoint.read(cfg.model.pretrained)
+    try:
+        checkpoint.restore(params, network.backbone)
+    except CheckpointError as exc:
+        raise CheckpointError(f"model.pretrained={cfg.model.pretrained}: {exc}") from None
+
+
+def predict(network: nn.Cell, images: np.ndarray, batch_size: int = 512) -> np.ndarray:
+    """Logits for float32 (N, C, H, W) images, in batches."""
+    return np.concatenate([network(Tensor(images[i:i + batch_size])).asnumpy()
+                           for i in range(0, len(images), batch_size)])
+
+
+def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
+    logits = predict(network, data.eval["image"])
+    labels = data.eval["label"]
+    loss = float(ops.cross_entropy(Tensor(logits), Tensor(labels)).asnumpy())
+    return {"accuracy": float((logits.argmax(1) == labels).mean()), "loss": loss}
+
+
+def exports(network: nn.Cell, meta: dict, cfg) -> dict:
+    size = meta["image_size"]
+    return {"classifier": (network, (Tensor(np.zeros((1, meta["channels"], size, size), np.float32)),))}
+
+
+TASK = Task(name="vision", load_data=load_data, build_model=build_model, evaluate=evaluate,
+            monitor="accuracy", mode="max", exports=exports, warm_start=warm_start)
