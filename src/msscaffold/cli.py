@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
-from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +17,7 @@ from rich.console import Console
 
 from msscaffold import __version__
 from msscaffold.errors import MsscaffoldError
+from msscaffold.tasks import TASKS
 
 app = typer.Typer(no_args_is_help=True, add_completion=True)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -25,11 +25,11 @@ out = Console(soft_wrap=True, highlight=False)
 _state = {"debug": False}
 
 
-class TaskName(str, Enum):
-    vision = "vision"
-    nlp = "nlp"
-    recommender = "recommender"
-    multimodal = "multimodal"
+TASK_NAMES = tuple(TASKS)
+
+
+def _complete_task(incomplete: str) -> list[str]:
+    return [name for name in TASK_NAMES if name.startswith(incomplete)]
 
 
 @contextmanager
@@ -84,7 +84,10 @@ def _parse_data(items: list[str]) -> dict[str, str]:
 @app.command()
 def new(
     dest: Annotated[Path, typer.Argument(help="Folder to create (must be missing or empty).")],
-    task: Annotated[TaskName | None, typer.Option(help="Task family (see `msscaffold tasks`).")] = None,
+    task: Annotated[
+        str | None,
+        typer.Option(help=f"Task family: {', '.join(TASK_NAMES)}.", autocompletion=_complete_task),
+    ] = None,
     name: Annotated[str | None, typer.Option(help="Project name [default: DEST's folder name].")] = None,
     data: Annotated[list[str], typer.Option("--data", "-d", help="Any template answer, KEY=VALUE.")] = [],  # noqa: B006
     template: Annotated[str | None, typer.Option(help="Template path or git URL.")] = None,
@@ -98,7 +101,9 @@ def new(
 
         answers = _parse_data(data)
         if task is not None:
-            answers["task"] = task.value
+            if task not in TASK_NAMES:
+                raise MsscaffoldError(f"unknown task {task!r} (choose from {', '.join(TASK_NAMES)})")
+            answers["task"] = task
         if name is not None:
             answers["project_name"] = name
         src = source.resolve(template, vcs_ref)
@@ -134,7 +139,7 @@ def tasks() -> None:
     """List the task families, what each trains on by default, and which are available."""
     with errors():
         from msscaffold import source
-        from msscaffold.tasks import TASKS, availability
+        from msscaffold.tasks import availability
 
         status = availability(source.copier_config(source.resolve()))
         for task in TASKS.values():

@@ -64,7 +64,8 @@ def check_data(data: dict[str, str], config: dict | None) -> dict:
         try:
             checked[key] = _cast(kind, value)
         except ValueError:
-            raise MsscaffoldError(f"--data {key}={value}: {key} must be a {kind}") from None
+            expected = {"int": "an integer", "float": "a number", "bool": "true or false"}.get(kind, kind)
+            raise MsscaffoldError(f"--data {key}={value}: {key} must be {expected}") from None
     return checked
 
 

@@ -1,0 +1,40 @@
+"""Isolation for every test and every subprocess it starts.
+
+HOME and XDG_* point into a private temporary tree (so no user Copier settings, git config
+or msscaffold data dir leaks in or out), and git gets an identity through the environment
+(CI runs on a fresh clone with none configured). pip keeps using the real cache.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_real_pip_cache = os.environ.get("PIP_CACHE_DIR") or str(Path.home() / ".cache" / "pip")
+_home = Path(tempfile.mkdtemp(prefix="msscaffold-tests-home-"))
+os.environ.update(
+    HOME=str(_home),
+    XDG_CONFIG_HOME=str(_home / ".config"),
+    XDG_DATA_HOME=str(_home / ".local" / "share"),
+    XDG_CACHE_HOME=str(_home / ".cache"),
+    XDG_STATE_HOME=str(_home / ".local" / "state"),
+    GIT_AUTHOR_NAME="msscaffold tests",
+    GIT_AUTHOR_EMAIL="tests@msscaffold.invalid",
+    GIT_COMMITTER_NAME="msscaffold tests",
+    GIT_COMMITTER_EMAIL="tests@msscaffold.invalid",
+    GIT_CONFIG_NOSYSTEM="1",
+    PIP_CACHE_DIR=_real_pip_cache,
+)
+for _var in ("COPIER_SETTINGS_PATH", "GIT_DIR", "GIT_WORK_TREE"):
+    os.environ.pop(_var, None)
+
+
+@pytest.fixture
+def data_home(tmp_path, monkeypatch) -> Path:
+    """A fresh XDG data dir: msscaffold's per-user template repo starts from nothing."""
+    path = tmp_path / "xdg-data"
+    monkeypatch.setenv("XDG_DATA_HOME", str(path))
+    return path
