@@ -1,0 +1,112 @@
+"""Every available task renders a clean project; availability agrees with the template's folders."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import REPO, available_tasks, copier_yml, generate, git, read_answers
+
+from msscaffold.tasks import TASKS, availability
+
+PACKAGE_DIR = next(
+    (p.name for p in (REPO / "template").iterdir() if re.fullmatch(r"\{\{\s*package_name\s*\}\}", p.name)),
+    "{{ package_name }}",
+)
+TASKS_DIR = REPO / "template" / PACKAGE_DIR / "tasks"
+ENTRY_SCRIPTS = {"nlp": "generate.py", "recommender": "recommend.py", "multimodal": "retrieve.py"}
+JUNK = re.compile(
+    r"(^|/)(__pycache__|\.DS_Store|\.ruff_cache|\.pytest_cache|_partials)(/|$)|\.(py[co]|jinja|rej)$"
+)
+LEAK = re.compile(r"(?<!\$)\{\{|\{%")  # `${{ }}` is GitHub Actions syntax, not a leak
+
+
+def tree(project: Path) -> list[str]:
+    return sorted(
+        p.relative_to(project).as_posix()
+        for p in project.rglob("*")
+        if ".git" not in p.relative_to(project).parts
+    )
+
+
+def rendered_from_jinja(rel: str, package: str) -> bool:
+    """Was this generated file rendered from a ``.jinja`` template (so Jinja could leak)?"""
+    parts = [PACKAGE_DIR if part == package else part for part in rel.split("/")]
+    return (REPO / "template" / ("/".join(parts) + ".jinja")).is_file()
+
+
+def test_availability_agrees_with_template_folders():
+    folders = {p.name for p in TASKS_DIR.iterdir() if p.is_dir()} if TASKS_DIR.is_dir() else set()
+    assert set(available_tasks()) == folders & set(TASKS)
+
+
+def test_unavailable_task_refused_by_plain_copier(tmp_path):
+    missing = [t for t, reason in availability(copier_yml()).items() if reason]
+    for task in missing:
+        cmd = [sys.executable, "-m", "copier", "copy", "--defaults", "-d", f"task={task}", str(REPO), "out"]
+        result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        assert result.returncode != 0 and "not available" in result.stderr
+        assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("task", available_tasks())
+def test_generated_tree_is_clean(tmp_path, task):
+    project = generate(tmp_path, task, name="my-proj")
+    answers = read_answers(project)
+    package = answers["package_name"]
+    files = tree(project)
+    assert not [f for f in files if JUNK.search(f)], "junk files"
+    assert not [f for f in files if "{{" in f or "{%" in f], "unrendered paths"
+    others = [t for t in TASKS if t != task]
+    assert not [f for f in files if any(f.startswith(f"{package}/tasks/{t}") for t in others)]
+    assert not [ENTRY_SCRIPTS[t] for t in others if t in ENTRY_SCRIPTS and ENTRY_SCRIPTS[t] in files]
+    leaks = [
+        f
+        for f in files
+        if (project / f).is_file()
+        and rendered_from_jinja(f, package)
+        and LEAK.search((project / f).read_text())
+    ]
+    assert not leaks, f"Jinja leaked into {leaks}"
+    questions = {k for k in copier_yml() if not k.startswith("_")}
+    assert set(answers) == questions | {"_src_path", "_commit"}
+    assert answers["task"] == task and answers["package_name"] == "my_proj"
+    assert git("rev-list", "--count", "HEAD", cwd=project).strip() == "1"
+    assert git("status", "--porcelain", cwd=project) == ""
+
+
+def test_plain_copier_renders_the_same_project(tmp_path):
+    task = available_tasks()[0]
+    ours = generate(tmp_path / "a", task, name="demo", git=False)
+    cmd = [
+        "copier",
+        "copy",
+        "--defaults",
+        "-d",
+        f"task={task}",
+        "-d",
+        "project_name=demo",
+        str(REPO),
+        "b/demo",
+    ]
+    result = subprocess.run(
+        [sys.executable, "-m", *cmd], cwd=tmp_path, capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    assert result.returncode == 0, result.stderr
+    theirs = tmp_path / "b" / "demo"
+    assert tree(ours) == tree(theirs)
+    for rel in tree(ours):
+        if (ours / rel).is_file() and rel != ".copier-answers.yml":
+            assert (ours / rel).read_bytes() == (theirs / rel).read_bytes(), rel
+
+
+def test_per_task_training_defaults(tmp_path):
+    spec = copier_yml()
+    for key in ("epochs", "batch_size", "learning_rate"):
+        assert "[task]" in spec[key]["default"], key
+    answers = read_answers(generate(tmp_path, available_tasks()[0], git=False, seed=7, device="CPU"))
+    assert (answers["seed"], answers["device"]) == (7, "CPU")
+    assert answers["epochs"] > 0 and answers["batch_size"] > 0 and answers["learning_rate"] > 0
