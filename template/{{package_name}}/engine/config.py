@@ -32,7 +32,6 @@ class Runtime(Section):
     # "AVX2" makes small convolutions 10-20x faster on AVX-512 CPUs but slows matmul-heavy
     # models; null leaves oneDNN's default.
     onednn_max_isa: Literal["AVX2", "AVX512_CORE", "SSE41"] | None = None
-    compile_cache: bool = True  # reuse compiled graphs across runs (faster first step)
 
 
 class Train(Section):

@@ -24,7 +24,8 @@ class Batches:
         self.batch_size = batch_size
         self.seed = seed
         self.comm = comm
-        self.per_rank = lengths.pop() // comm.size
+        self.total = lengths.pop()
+        self.per_rank = self.total // comm.size
         if self.per_rank < batch_size:
             raise DataError(
                 f"{self.per_rank} training examples per device is fewer than train.batch_size={batch_size}")
@@ -34,8 +35,10 @@ class Batches:
         return self.per_rank // self.batch_size
 
     def epoch(self, epoch: int, start: int = 0) -> Iterator[tuple[Tensor, ...]]:
-        order = np.random.default_rng([self.seed, epoch]).permutation(self.per_rank * self.comm.size)
-        mine = order[self.comm.rank::self.comm.size]  # strided shard, as MindSpore's samplers
+        order = np.random.default_rng([self.seed, epoch]).permutation(self.total)
+        # Strided shard (as MindSpore's samplers): batch i of every rank together is exactly
+        # batch i of a single process with batch_size * world_size.
+        mine = order[self.comm.rank::self.comm.size][:self.per_rank]
         for i in range(start, len(self)):
             index = mine[i * self.batch_size:(i + 1) * self.batch_size]
             yield tuple(Tensor(column[index]) for column in self.columns)

@@ -1,4 +1,8 @@
-"""Process setup: device, oneDNN ISA cap, compile cache, seeds. Call once, before any op."""
+"""Process setup: device, oneDNN ISA cap, seeds. Call once, before any op.
+
+MindSpore's compile cache (MS_COMPILER_CACHE_ENABLE) is deliberately not used: in 2.10 on
+CPU a cached graph read a garbage optimizer step counter on the second run.
+"""
 
 from __future__ import annotations
 
@@ -17,9 +21,6 @@ def setup(cfg: Config) -> str:
     """Apply ``cfg.runtime`` and seeds; return the device in use."""
     if cfg.runtime.onednn_max_isa:
         os.environ.setdefault("ONEDNN_MAX_CPU_ISA", cfg.runtime.onednn_max_isa)
-    if cfg.runtime.compile_cache:
-        os.environ.setdefault("MS_COMPILER_CACHE_ENABLE", "1")
-        os.environ.setdefault("MS_COMPILER_CACHE_PATH", os.path.join(cfg.output.dir, ".compile_cache"))
 
     import mindspore as ms
     from mindspore import hal

@@ -28,7 +28,7 @@ class TrainStep:
         self.check_overflow = check_overflow
         self.grad_clip = grad_clip
         self.grad_fn = ms.value_and_grad(self._scaled_loss, None, optimizer.parameters)
-        self.accum = optimizer.parameters.clone(prefix="accum", init="zeros") if accum_steps > 1 else None
+        self.accum = optimizer.parameters.clone(prefix="grad_accum", init="zeros") if accum_steps > 1 else None
         self.hyper_map = ops.HyperMap()
         compile_ = ms.jit if jit else _eager
         self._accumulate = compile_(self.accumulate)

@@ -19,6 +19,7 @@ class DataConfig(Section):
 class ModelConfig(Section):
     widths: list[int] = [32, 64]  # channels per stage; each stage after the first halves H and W
     blocks_per_stage: int = Field(1, gt=0)
+    norm: Literal["group", "batch"] = "group"  # group: accumulation/data parallel exact
     dropout: float = Field(0.0, ge=0, lt=1)
     pretrained: str | None = None  # checkpoint to start from (backbone weights)
     freeze_backbone: bool = False  # fine-tune only the classifier head

@@ -1,23 +1,33 @@
-"""A small ResNet: stages of residual blocks, global average pooling, a linear head."""
+"""A small ResNet: stages of residual blocks, global average pooling, a linear head.
+
+Normalisation is GroupNorm by default: unlike BatchNorm it treats every example on its
+own, so k accumulated micro-batches (or N data-parallel ranks) give exactly the update
+of one big batch, and train and eval modes compute the same function. ``norm: batch``
+restores BatchNorm (the engine then warns that accumulation is approximate).
+"""
 
 from __future__ import annotations
 
 from mindspore import nn, ops
 
 
-class ResidualBlock(nn.Cell):
-    """conv-BN-ReLU-conv-BN plus a shortcut (1x1 conv when the shape changes)."""
+def norm_layer(kind: str, channels: int) -> nn.Cell:
+    return nn.BatchNorm2d(channels) if kind == "batch" else nn.GroupNorm(min(8, channels), channels)
 
-    def __init__(self, in_ch: int, out_ch: int, stride: int = 1):
+
+class ResidualBlock(nn.Cell):
+    """conv-norm-ReLU-conv-norm plus a shortcut (1x1 conv when the shape changes)."""
+
+    def __init__(self, in_ch: int, out_ch: int, stride: int, norm: str):
         super().__init__()
         self.body = nn.SequentialCell(
             nn.Conv2d(in_ch, out_ch, 3, stride=stride, pad_mode="same", has_bias=False),
-            nn.BatchNorm2d(out_ch), nn.ReLU(),
+            norm_layer(norm, out_ch), nn.ReLU(),
             nn.Conv2d(out_ch, out_ch, 3, pad_mode="same", has_bias=False),
-            nn.BatchNorm2d(out_ch),
+            norm_layer(norm, out_ch),
         )
         self.shortcut = nn.Identity() if stride == 1 and in_ch == out_ch else nn.SequentialCell(
-            nn.Conv2d(in_ch, out_ch, 1, stride=stride, has_bias=False), nn.BatchNorm2d(out_ch))
+            nn.Conv2d(in_ch, out_ch, 1, stride=stride, has_bias=False), norm_layer(norm, out_ch))
         self.relu = nn.ReLU()
 
     def construct(self, x):
@@ -25,14 +35,14 @@ class ResidualBlock(nn.Cell):
 
 
 class Backbone(nn.Cell):
-    def __init__(self, channels: int, widths: list[int], blocks_per_stage: int):
+    def __init__(self, channels: int, widths: list[int], blocks_per_stage: int, norm: str):
         super().__init__()
         layers = [nn.Conv2d(channels, widths[0], 3, pad_mode="same", has_bias=False),
-                  nn.BatchNorm2d(widths[0]), nn.ReLU()]
+                  norm_layer(norm, widths[0]), nn.ReLU()]
         in_ch = widths[0]
         for stage, width in enumerate(widths):
             for block in range(blocks_per_stage):
-                layers.append(ResidualBlock(in_ch, width, stride=2 if stage > 0 and block == 0 else 1))
+                layers.append(ResidualBlock(in_ch, width, 2 if stage > 0 and block == 0 else 1, norm))
                 in_ch = width
         self.layers = nn.SequentialCell(layers)
         self.out_features = in_ch
@@ -43,15 +53,15 @@ class Backbone(nn.Cell):
 
 class Classifier(nn.Cell):
     def __init__(self, channels: int, num_classes: int, widths: list[int], blocks_per_stage: int,
-                 dropout: float = 0.0):
+                 norm: str = "group", dropout: float = 0.0):
         super().__init__()
-        self.backbone = Backbone(channels, widths, blocks_per_stage)
+        self.backbone = Backbone(channels, widths, blocks_per_stage, norm)
         self.dropout = nn.Dropout(p=dropout)
         self.head = nn.Dense(self.backbone.out_features, num_classes)
         self.frozen = False
 
     def freeze_backbone(self) -> None:
-        """Train only the head: backbone weights get no gradient, BatchNorm statistics stay fixed."""
+        """Train only the head: backbone weights get no gradient, BatchNorm statistics (if any) stay fixed."""
         self.frozen = True
         for param in self.backbone.get_parameters():
             param.requires_grad = False

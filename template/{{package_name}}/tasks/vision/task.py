@@ -7,7 +7,7 @@ from mindspore import Tensor, nn, ops
 
 from ...engine import checkpoint
 from ...engine.errors import CheckpointError
-from ...engine.task import Comm, Data, Model, Task
+from ...engine.task import Capabilities, Comm, Data, Model, Task
 from .data import load_data
 from .model import Classifier
 
@@ -24,7 +24,7 @@ class ClassificationLoss(nn.Cell):
 
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
     m = cfg.model
-    network = Classifier(meta["channels"], len(meta["classes"]), m.widths, m.blocks_per_stage, m.dropout)
+    network = Classifier(meta["channels"], len(meta["classes"]), m.widths, m.blocks_per_stage, m.norm, m.dropout)
     if m.freeze_backbone:
         network.freeze_backbone()
     return Model(network=network, loss=ClassificationLoss(network))
@@ -57,8 +57,17 @@ def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
 
 def exports(network: nn.Cell, meta: dict, cfg) -> dict:
     size = meta["image_size"]
-    return {"classifier": (network, (Tensor(np.zeros((1, meta["channels"], size, size), np.float32)),))}
+    sample = np.random.default_rng(0).standard_normal((1, meta["channels"], size, size)).astype(np.float32)
+    return {"classifier": (network, (Tensor(sample),))}
+
+
+def capabilities(cfg) -> Capabilities:
+    if cfg.model.norm == "batch":
+        return Capabilities(grad_accum="approximate",
+                            reason="BatchNorm statistics come from each micro-batch, not the whole batch")
+    return Capabilities()
 
 
 TASK = Task(name="vision", load_data=load_data, build_model=build_model, evaluate=evaluate,
-            monitor="accuracy", mode="max", exports=exports, warm_start=warm_start)
+            monitor="accuracy", mode="max", exports=exports,
+            warm_start=warm_start, capabilities=capabilities)

@@ -1,0 +1,62 @@
+"""Bad input through the real entry scripts: one line on stderr, exit status 2, nothing written."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+@pytest.mark.parametrize("override, needles", [
+    ("train.epohcs=3", ("train.epohcs", "did you mean 'train.epochs'")),
+    ("train.epochs=abc", ("train.epochs", "abc")),
+    ("train.batch_size=-4", ("train.batch_size", "-4")),
+    ("train.grad_accum_steps=0", ("train.grad_accum_steps",)),
+    ("runtime.device=TPU", ("runtime.device", "TPU")),
+    ("optim.name=adamax", ("optim.name",)),
+])
+def test_bad_config_values(tmp_path, override, needles):
+    result = run("train.py", "--set", f"output.dir={tmp_path}", "--set", override)
+    assert_one_line_error(result, *needles)
+    assert not any(tmp_path.iterdir())  # failed before creating a run folder
+
+
+@pytest.mark.parametrize("overrides, needle", [
+    (["train.amp_level=O2", "train.amp_dtype=bfloat16", "runtime.device=CPU"], "bfloat16"),
+    (["runtime.device=Ascend"], "not available"),
+    (["data.path=no/such/data"], "data.path"),
+])
+def test_refused_before_training(tmp_path, overrides, needle):
+    result = run("train.py", "--set", f"output.dir={tmp_path}", *[arg for o in overrides for arg in ("--set", o)])
+    assert_one_line_error(result, needle)
+    assert not list(tmp_path.glob("*/*.ckpt"))
+
+
+def test_resume_from_missing_or_corrupt_checkpoint(tmp_path):
+    assert_one_line_error(run("train.py", "--resume", str(tmp_path / "nope.ckpt")), "no such checkpoint")
+    corrupt = tmp_path / "corrupt.ckpt"
+    corrupt.write_bytes(b"\x00garbage")
+    assert_one_line_error(run("train.py", "--set", f"output.dir={tmp_path}", "--resume", str(corrupt)), "corrupt")
+    assert corrupt.read_bytes() == b"\x00garbage"
+
+
+def test_config_file_errors(tmp_path):
+    assert_one_line_error(run("train.py", "--config", str(tmp_path / "missing.yaml")), "cannot read config")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("train: [unclosed\n")
+    assert_one_line_error(run("train.py", "--config", str(broken)), "not valid YAML")
+    assert_one_line_error(run("train.py", "--set", "novalue"), "section.key=value")
