@@ -57,7 +57,12 @@ def test_new_subprocess_makes_one_commit(tmp_path):
 def test_new_without_git_identity_still_commits(tmp_path, monkeypatch):
     for var in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
         monkeypatch.delenv(var)
-    monkeypatch.setenv("EMAIL", "")
+    monkeypatch.delenv("EMAIL", raising=False)
+    # Forbid git's guess from user@hostname, as on a fresh machine with no git config.
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "user.useConfigOnly")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "true")
     result = msscaffold("new", "p", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert git("rev-list", "--count", "HEAD", cwd=tmp_path / "p").strip() == "1"
+    assert git("log", "-1", "--format=%an", cwd=tmp_path / "p").strip() == "msscaffold"

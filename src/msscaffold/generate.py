@@ -119,16 +119,16 @@ def new_project(
 
 
 def commit_all(repo: Path, message: str) -> None:
-    """``git init`` + one commit; an unconfigured identity falls back to a placeholder."""
+    """``git init`` + one commit; with no git identity configured, a placeholder author."""
     git("init", "--quiet", cwd=repo)
     git("add", "--all", cwd=repo)
-    identity: list[str] = []
-    if not (
-        git("var", "GIT_AUTHOR_IDENT", cwd=repo, check=False)
-        and git("var", "GIT_COMMITTER_IDENT", cwd=repo, check=False)
-    ):
-        identity = ["-c", "user.name=msscaffold", "-c", "user.email=msscaffold@localhost"]
-    git(*identity, "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message, cwd=repo)
+    commit = ["commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message]
+    try:
+        git(*commit, cwd=repo)
+    except MsscaffoldError as exc:
+        if not any(word in str(exc) for word in ("ident", "email", "who you are")):
+            raise
+        git("-c", "user.name=msscaffold", "-c", "user.email=msscaffold@localhost", *commit, cwd=repo)
 
 
 def read_answers(path: Path) -> dict:
