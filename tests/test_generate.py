@@ -38,9 +38,22 @@ def rendered_from_jinja(rel: str, package: str) -> bool:
     return (REPO / "template" / ("/".join(parts) + ".jinja")).is_file()
 
 
+def committed_task_folders() -> set[str]:
+    """Task folders under template/<package>/tasks/ that git tracks (work in progress does not count)."""
+    rel = TASKS_DIR.relative_to(REPO).as_posix()
+    try:
+        listed = git("ls-files", "-z", "--", rel, cwd=REPO).split("\0")
+    except subprocess.CalledProcessError:  # not a git checkout (e.g. an unpacked sdist)
+        return {p.name for p in TASKS_DIR.iterdir() if p.is_dir()} if TASKS_DIR.is_dir() else set()
+    return {path[len(rel) + 1 :].split("/")[0] for path in listed if path.count("/") > rel.count("/") + 1}
+
+
 def test_availability_agrees_with_template_folders():
-    folders = {p.name for p in TASKS_DIR.iterdir() if p.is_dir()} if TASKS_DIR.is_dir() else set()
-    assert set(available_tasks()) == folders & set(TASKS)
+    available, folders = set(available_tasks()), committed_task_folders() & set(TASKS)
+    assert available == folders, (
+        f"copier.yml's task validator lists {sorted(available)} but the committed task folders are "
+        f"{sorted(folders)}: add/remove the task in the validator's `available` list"
+    )
 
 
 def test_unavailable_task_refused_by_plain_copier(tmp_path):

@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from msscaffold import __version__
 from msscaffold.errors import MsscaffoldError
@@ -23,8 +24,6 @@ app = typer.Typer(no_args_is_help=True, add_completion=True)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
 out = Console(soft_wrap=True, highlight=False)
 _state = {"debug": False}
-
-
 TASK_NAMES = tuple(TASKS)
 
 
@@ -39,16 +38,17 @@ def errors():
         yield
     except (typer.Exit, typer.Abort):
         raise
-    except Exception as exc:
+    except (Exception, KeyboardInterrupt) as exc:
         if _state["debug"]:
             raise
+        if isinstance(exc, KeyboardInterrupt):
+            err.print("[red]error:[/red] interrupted")
+            raise typer.Exit(130) from None
         if isinstance(exc, MsscaffoldError):
             message = str(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            message = "interrupted"
         else:
             message = f"{type(exc).__name__}: {exc} (run with --debug for the traceback)"
-        err.print(f"[red]error:[/red] {' '.join(message.split())}", markup=True)
+        err.print(f"[red]error:[/red] {escape(' '.join(message.split()))}")
         raise typer.Exit(1) from None
 
 
