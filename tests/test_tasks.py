@@ -1,0 +1,45 @@
+"""Every available task, end to end: generate the project, run its own test suite (msrun
+included), then its default training, and check the task's target metric."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers import available_tasks, generate
+
+
+def beats(summary: dict, task: str) -> str | None:
+    """None when the default training reached the task's target, else why not."""
+    if task == "vision":
+        ok = summary["best"] >= 0.95
+    elif task == "nlp":
+        ok = summary["perplexity"] * 2 <= summary["unigram_ppl"]
+    elif task == "recommender":
+        ok = summary["hr10"] >= summary["pop_hr10"] + 0.05
+    else:
+        ok = summary["zero_shot_acc"] >= 0.88 and summary["i2t_r1"] >= 0.85
+    return None if ok else f"{task} missed its target: {summary}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", available_tasks())
+def test_generated_project_tests_and_default_training(tmp_path, task):
+    project = generate(tmp_path, task, name=f"demo-{task}")
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project,
+                           capture_output=True, text=True, timeout=1200)
+    assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
+    assert " passed" in tests.stdout.splitlines()[-1]
+
+    run = subprocess.run([sys.executable, "train.py"], cwd=project, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = json.loads(run.stdout[run.stdout.index("{\n"):])
+    assert beats(summary, task) is None
+    run_dir = project / summary["run_dir"]
+    assert {"best.ckpt", "last.ckpt", "manifest.json", "metrics.jsonl", "curves.png"} <= {p.name for p in run_dir.iterdir()}
+    # Training outputs are ignored by the generated .gitignore: the work tree stays clean for `copier update`.
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=project, capture_output=True, text=True).stdout
+    assert status == "", status
