@@ -6,7 +6,7 @@ The order of epoch ``e`` depends only on (seed, e), so a resumed run can jump to
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 from mindspore import Tensor
@@ -16,14 +16,14 @@ from .task import Comm
 
 
 class Batches:
-    def __init__(self, columns: dict[str, np.ndarray], batch_size: int, seed: int, comm: Comm = Comm()):
+    def __init__(self, columns: dict[str, np.ndarray], batch_size: int, seed: int, comm: Comm | None = None):
         lengths = {len(array) for array in columns.values()}
         if len(lengths) != 1:
             raise DataError(f"training columns differ in length: { {k: len(v) for k, v in columns.items()} }")
         self.columns = list(columns.values())
         self.batch_size = batch_size
         self.seed = seed
-        self.comm = comm
+        self.comm = comm = comm or Comm()
         self.total = lengths.pop()
         self.per_rank = self.total // comm.size
         if self.per_rank < batch_size:

@@ -12,6 +12,7 @@ from typing import Any
 import mindspore as ms
 from mindspore import amp
 
+from ..tasks import get_task
 from . import checkpoint, distributed, manifest, runtime
 from .callbacks import Callback, Checkpoints, CurvePlot, EarlyStopping, MetricsLog, ProgressBar, load_user_callbacks
 from .config import Config
@@ -20,7 +21,6 @@ from .errors import CheckpointError, ConfigError
 from .manifest import template_version
 from .optim import build_optimizer, current_lr, lr_schedule
 from .step import TrainStep
-from ..tasks import get_task
 
 
 @dataclass
@@ -67,7 +67,8 @@ class Trainer:
             if amp_on else model.loss
         self.scaler = amp.DynamicLossScaler(cfg.train.loss_scale, 2, cfg.train.loss_scale_window) \
             if amp_on else amp.StaticLossScaler(1.0)
-        self.step_fn = TrainStep(loss_net, self.optimizer, distributed.grad_reducer(self.optimizer.parameters, self.comm),
+        reducer = distributed.grad_reducer(self.optimizer.parameters, self.comm)
+        self.step_fn = TrainStep(loss_net, self.optimizer, reducer,
                                  accum_steps=cfg.train.grad_accum_steps, loss_scaler=self.scaler,
                                  check_overflow=amp_on, grad_clip=cfg.train.grad_clip, jit=cfg.train.jit)
 
@@ -169,12 +170,12 @@ class Trainer:
 
     # -- helpers --------------------------------------------------------------------------
     def _step_logs(self, losses, elapsed: float, global_batch: int) -> dict[str, Any]:
-        micro = len(losses)
+        steps = len(losses) / self.cfg.train.grad_accum_steps
         return {"step": self.state.step, "epoch": self.state.epoch,
-                "loss": sum(float(loss.asnumpy()) for loss in losses) / micro,
-                "lr": current_lr(self.optimizer, self.schedule), "samples_per_s": micro / self.cfg.train.grad_accum_steps
-                * global_batch / max(elapsed, 1e-9), "skipped_steps": self.state.skipped_steps,
-                "loss_scale": float(self.scaler.scale_value.asnumpy())}
+                "loss": sum(float(loss.asnumpy()) for loss in losses) / len(losses),
+                "lr": current_lr(self.optimizer, self.schedule),
+                "samples_per_s": steps * global_batch / max(elapsed, 1e-9),
+                "skipped_steps": self.state.skipped_steps, "loss_scale": float(self.scaler.scale_value.asnumpy())}
 
     def _hook(self, name: str, *args) -> None:
         for callback in self.callbacks:
@@ -216,7 +217,8 @@ def _new_run_dir(cfg: Config, is_main: bool) -> Path:
     run_dir = Path(cfg.output.dir) / name
     if is_main:
         if run_dir.exists() and any(run_dir.iterdir()):
-            raise ConfigError(f"run folder {run_dir} exists; pick another output.name or pass --resume {run_dir}/last.ckpt")
+            raise ConfigError(f"run folder {run_dir} exists; pick another output.name "
+                              f"or pass --resume {run_dir}/last.ckpt")
         run_dir.mkdir(parents=True, exist_ok=True)
     return run_dir
 
