@@ -30,9 +30,9 @@ TASKS = ("vision", "nlp", "recommender", "multimodal")
 def generate(task: str, root: Path) -> tuple[Path, str]:
     dest = root / f"bench-{task}"
     package = f"bench_{task}"
-    subprocess.run([sys.executable, "-m", "msscaffold", "new", str(dest), "--task", task, "--template", str(REPO),
-                    "--vcs-ref", "HEAD", "--no-git", "-d", f"project_name=bench-{task}"],
-                   check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    cmd = [sys.executable, "-m", "msscaffold", "new", str(dest), "--task", task, "--template", str(REPO),
+           "--vcs-ref", "HEAD", "--no-git", "-d", f"project_name=bench-{task}"]
+    subprocess.run(cmd, check=True, capture_output=True, stdin=subprocess.DEVNULL)
     return dest, package
 
 
@@ -101,7 +101,7 @@ def bench_task(task: str, root: Path, steps: int) -> list[tuple[str, str]]:
     if jit.get("flops_per_step"):
         peak = _matmul_peak_gflops()
         achieved = jit["flops_per_step"] / (jit["ms_per_step"] / 1000) / 1e9
-        rows.append(("model GFLOP/s (fraction of matmul peak)", f"{achieved:.1f} ({achieved / peak:.0%} of {peak:.0f})"))
+        rows.append(("model GFLOP/s (share of matmul peak)", f"{achieved:.1f} ({achieved / peak:.0%} of {peak:.0f})"))
     rss, wall = peak_rss_mb(project)
     rows.append(("default training: wall s / peak RSS MB", f"{wall:.1f} / {rss:.0f}"))
     for compile_ in (False, True):
@@ -111,7 +111,8 @@ def bench_task(task: str, root: Path, steps: int) -> list[tuple[str, str]]:
             rows.append((f"{name} / ours", peer["error"][:70]))
         else:
             rows.append((f"{name} ms/step", f"{peer['ms_per_step']:.1f}"))
-            rows.append((f"{name} / ours (>1: ours faster)", f"{peer['ms_per_step'] / jit['ms_per_step']:.2f}"))
+            ratio = peer["ms_per_step"] / jit["ms_per_step"]
+            rows.append((f"{name} / ours (>1: ours faster)", f"{ratio:.2f}"))
     return rows
 
 

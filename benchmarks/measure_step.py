@@ -46,7 +46,7 @@ def main() -> None:
 def our_loop(trainer, batches, k, args) -> dict:
     times, first = [], None
     n = 0
-    for step in range(args.warmup + args.steps):
+    for _ in range(args.warmup + args.steps):
         tick = time.perf_counter()
         for _ in range(k):
             loss, finite = trainer.step_fn(batches[n % len(batches)], apply=(n + 1) % k == 0)
@@ -66,7 +66,8 @@ def framework_loop(trainer, batches, args) -> dict:
     ms.set_context(mode=ms.GRAPH_MODE)
     columns = list(trainer.data.train)
     rows = [tuple(t.asnumpy() for t in batch) for batch in batches]
-    source = ds.GeneratorDataset(lambda: (rows[i % len(rows)] for i in range(args.warmup + args.steps)), columns)
+    total = args.warmup + args.steps
+    source = ds.GeneratorDataset(lambda: (rows[i % len(rows)] for i in range(total)), columns)
     times = []
 
     class Timer(ms.train.Callback):

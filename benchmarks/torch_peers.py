@@ -77,7 +77,8 @@ def main() -> None:
         tick = time.perf_counter()
         step().item()
         times.append(time.perf_counter() - tick)
-    print(json.dumps({"ms_per_step": 1000 * statistics.median(times[args.warmup:]), "threads": torch.get_num_threads()}))
+    median = statistics.median(times[args.warmup:])
+    print(json.dumps({"ms_per_step": 1000 * median, "threads": torch.get_num_threads()}))
 
 
 if __name__ == "__main__":

@@ -120,7 +120,7 @@ def new_project(
 
 def commit_all(repo: Path, message: str) -> None:
     """``git init`` + one commit; with no git identity configured, a placeholder author."""
-    git("init", "--quiet", cwd=repo)
+    git("init", "--quiet", "--template=", cwd=repo)  # no sample hooks to copy: faster
     git("add", "--all", cwd=repo)
     commit = ["commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message]
     try:
