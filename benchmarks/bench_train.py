@@ -101,7 +101,8 @@ def bench_task(task: str, root: Path, steps: int) -> list[tuple[str, str]]:
     if jit.get("flops_per_step"):
         peak = _matmul_peak_gflops()
         achieved = jit["flops_per_step"] / (jit["ms_per_step"] / 1000) / 1e9
-        rows.append(("model GFLOP/s (share of matmul peak)", f"{achieved:.1f} ({achieved / peak:.0%} of {peak:.0f})"))
+        share = f"{achieved:.1f} ({achieved / peak:.0%} of {peak:.0f})"
+        rows.append(("model GFLOP/s (share of matmul peak)", share))
     rss, wall = peak_rss_mb(project)
     rows.append(("default training: wall s / peak RSS MB", f"{wall:.1f} / {rss:.0f}"))
     for compile_ in (False, True):

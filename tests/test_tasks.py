@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import available_tasks, generate
 
 
@@ -29,17 +28,19 @@ def beats(summary: dict, task: str) -> str | None:
 @pytest.mark.parametrize("task", available_tasks())
 def test_generated_project_tests_and_default_training(tmp_path, task):
     project = generate(tmp_path, task, name=f"demo-{task}")
-    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project,
-                           capture_output=True, text=True, timeout=1200)
+    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    tests = subprocess.run(pytest_cmd, cwd=project, capture_output=True, text=True, timeout=1200)
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
     assert " passed" in tests.stdout.splitlines()[-1]
 
-    run = subprocess.run([sys.executable, "train.py"], cwd=project, capture_output=True, text=True, timeout=600)
+    run = subprocess.run([sys.executable, "train.py"], cwd=project, capture_output=True, text=True,
+                         timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     summary = json.loads(run.stdout[run.stdout.index("{\n"):])
     assert beats(summary, task) is None
     run_dir = project / summary["run_dir"]
-    assert {"best.ckpt", "last.ckpt", "manifest.json", "metrics.jsonl", "curves.png"} <= {p.name for p in run_dir.iterdir()}
-    # Training outputs are ignored by the generated .gitignore: the work tree stays clean for `copier update`.
-    status = subprocess.run(["git", "status", "--porcelain"], cwd=project, capture_output=True, text=True).stdout
-    assert status == "", status
+    outputs = {"best.ckpt", "last.ckpt", "manifest.json", "metrics.jsonl", "curves.png"}
+    assert outputs <= {p.name for p in run_dir.iterdir()}
+    # The generated .gitignore covers training outputs: the tree stays clean for `copier update`.
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=project, capture_output=True, text=True)
+    assert status.stdout == "", status.stdout
