@@ -24,6 +24,15 @@ def beats(summary: dict, task: str) -> str | None:
     return None if ok else f"{task} missed its target: {summary}"
 
 
+@pytest.mark.parametrize("task", available_tasks())
+def test_generated_code_is_lint_clean(tmp_path, task):
+    """The generated project is read as an example: it passes its own ruff configuration."""
+    project = generate(tmp_path, task, name=f"lint-{task}", git=False)
+    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=project,
+                          capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout[-3000:]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("task", available_tasks())
 def test_generated_project_tests_and_default_training(tmp_path, task):
