@@ -1,0 +1,218 @@
+"""Image-caption pairs: read them, caption labelled images, split, build the word vocabulary.
+
+Two sources (``data.path``):
+- an ``.npz`` with ``images`` (N, H, W[, C]) and integer ``labels`` (N,): each image is
+  captioned ``data.prompt`` filled with its class name ("a handwritten digit seven"); with
+  ``data.attributes`` the caption also says how the digit is drawn, measured from the pixels
+  ("a handwritten digit seven, thick, leaning right"), so retrieval is more than classification;
+- a folder of images with ``metadata.jsonl``, one JSON object a line:
+  ``{"file_name": "img/001.png", "text": "a red square"}`` (the Hugging Face imagefolder
+  convention); an optional ``"label"`` (a class name) enables zero-shot accuracy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from ...engine.errors import DataError
+from ...engine.task import Data
+from .config import DataConfig
+
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
+PAD, UNK = "<pad>", "<unk>"  # token ids 0 and 1
+# Attribute words for the low and high third of each measurement (per class); the middle third says nothing.
+ATTRIBUTES = {"ink": ("thin", "thick"), "slant": ("leaning left", "leaning right"), "width": ("narrow", "wide")}
+
+
+def load_data(cfg) -> Data:
+    images, texts, labels, classes = read_pairs(cfg.data)
+    train_idx, eval_idx = split(labels, len(images), cfg.data.eval_fraction, cfg.seed)
+    meta = {"image_size": cfg.data.image_size, "channels": cfg.data.channels,
+            "mean": float(images[train_idx].mean()), "std": float(images[train_idx].std()) or 1.0,
+            "classes": classes, "prompt": cfg.data.prompt, "max_tokens": cfg.data.max_tokens}
+    if cfg.data.attributes:
+        cuts = attribute_cuts(images[train_idx], labels[train_idx], len(classes))
+        texts = [describe(text, image, label, cuts) for text, image, label in zip(texts, images, labels)]
+        meta["attribute_cuts"] = cuts.tolist()
+    train_texts = [texts[i] for i in train_idx]
+    meta["vocab"] = build_vocab(train_texts)
+    meta["captions"] = sorted(set(train_texts))  # the known captions retrieve.py ranks for an image
+    x = normalise(images, meta)
+    train = {"image": x[train_idx], "tokens": tokenize(train_texts, meta["vocab"], cfg.data.max_tokens)}
+    # Eval keeps raw images and texts: evaluate() prepares them with the checkpoint's own meta.
+    eval_ = {"image": images[eval_idx], "text": [texts[i] for i in eval_idx],
+             "label": None if labels is None else [classes[labels[i]] for i in eval_idx]}
+    return Data(train=train, eval=eval_, meta=meta)
+
+
+# -- reading ------------------------------------------------------------------------------
+def read_pairs(cfg: DataConfig) -> tuple[np.ndarray, list[str], np.ndarray | None, list[str] | None]:
+    """Images as float32 (N, C, H, W) in [0, 1], their captions, int32 labels and class names
+    (both None when the data has no labels)."""
+    path = Path(cfg.path)
+    if path.is_dir():
+        return _read_folder(path, cfg)
+    if path.suffix == ".npz" and path.is_file():
+        return _read_npz(path, cfg)
+    raise DataError(f"data.path={cfg.path!r}: expected an .npz file or a folder with metadata.jsonl")
+
+
+def _read_npz(path: Path, cfg: DataConfig):
+    try:
+        with np.load(path) as arrays:
+            images, labels = arrays["images"], arrays["labels"].astype(np.int32)
+    except (OSError, ValueError, KeyError) as exc:
+        raise DataError(f"{path}: cannot read 'images' and 'labels' arrays ({exc})") from None
+    if images.ndim == 3:
+        images = images[..., None]
+    if images.ndim != 4 or len(images) != len(labels) or len(images) == 0:
+        raise DataError(f"{path}: images must be (N, H, W[, C]) with one label each, N > 0")
+    if labels.min() < 0 or labels.max() >= len(cfg.class_names):
+        raise DataError(f"{path}: labels run from {labels.min()} to {labels.max()} but data.class_names "
+                        f"names {len(cfg.class_names)} classes")
+    if images.dtype != np.uint8:  # floats are taken to be in [0, 1]
+        images = (np.clip(images, 0, 1) * 255).round().astype(np.uint8)
+    array = np.stack([preprocess(Image.fromarray(img[..., 0] if img.shape[-1] == 1 else img),
+                                 cfg.image_size, cfg.channels)
+                      for img in images])
+    classes = list(cfg.class_names)
+    texts = [caption(cfg.prompt, classes[label]) for label in labels]
+    return array, texts, labels, classes
+
+
+def _read_folder(root: Path, cfg: DataConfig):
+    listing = root / "metadata.jsonl"
+    if not listing.is_file():
+        raise DataError(f"data.path={str(root)!r}: no metadata.jsonl in this folder "
+                        '(one line per image: {"file_name": ..., "text": ...})')
+    images, texts, names = [], [], []
+    for number, line in enumerate(listing.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{listing} line {number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{where}: expected a JSON object")
+        for key in ("file_name", "text"):
+            if not isinstance(record.get(key), str) or not record[key].strip():
+                raise DataError(f"{where}: missing or empty {key!r}")
+        if not words(record["text"]):
+            raise DataError(f"{where}: 'text' has no words")
+        file = root / record["file_name"]
+        if not file.is_file():
+            raise DataError(f"{where}: image {record['file_name']!r} not found in {root}")
+        images.append(preprocess(open_image(file), cfg.image_size, cfg.channels))
+        texts.append(record["text"].strip())
+        names.append(record.get("label"))
+    if not images:
+        raise DataError(f"{listing} lists no images")
+    if all(name is None for name in names):
+        return np.stack(images), texts, None, None
+    if any(name is None for name in names):
+        missing = names.index(None) + 1
+        raise DataError(f"{listing}: entry {missing} has no 'label' while others do (give all or none)")
+    classes = sorted({str(name) for name in names})
+    labels = np.asarray([classes.index(str(name)) for name in names], np.int32)
+    return np.stack(images), texts, labels, classes
+
+
+def preprocess(image: Image.Image, size: int, channels: int) -> np.ndarray:
+    """One PIL image -> float32 (C, H, W) in [0, 1], as training saw it."""
+    image = image.convert("L" if channels == 1 else "RGB").resize((size, size))
+    array = np.asarray(image, dtype=np.float32) / 255.0
+    return array[None] if channels == 1 else array.transpose(2, 0, 1)
+
+
+def open_image(file: Path) -> Image.Image:
+    try:
+        image = Image.open(file)
+        image.load()
+    except (UnidentifiedImageError, OSError):
+        raise DataError(f"{file}: not a readable image (corrupt or unsupported format)") from None
+    return image
+
+
+def normalise(images: np.ndarray, meta: dict) -> np.ndarray:
+    return ((images - meta["mean"]) / meta["std"]).astype(np.float32)
+
+
+def split(labels: np.ndarray | None, n: int, eval_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Hold out ``eval_fraction`` of the pairs: per class when labelled, else at random."""
+    rng = np.random.default_rng(seed)
+    groups = [np.arange(n)] if labels is None else [np.flatnonzero(labels == c) for c in np.unique(labels)]
+    train, held = [], []
+    for idx in groups:
+        idx = rng.permutation(idx)
+        n_eval = max(1, round(len(idx) * eval_fraction))
+        held.append(idx[:n_eval])
+        train.append(idx[n_eval:])
+    return rng.permutation(np.concatenate(train)), np.sort(np.concatenate(held))
+
+
+# -- captions -----------------------------------------------------------------------------
+def caption(prompt: str, name: str) -> str:
+    return prompt.format(name) if "{}" in prompt else f"{prompt} {name}"
+
+
+def measure(images: np.ndarray) -> np.ndarray:
+    """(N, C, H, W) in [0, 1] -> (N, 3): ink (mean intensity), slant (x drift per row upwards,
+    from intensity-weighted second moments) and width (horizontal spread)."""
+    ink = images.mean(axis=1)  # (N, H, W)
+    mass = ink.sum(axis=(1, 2)) + 1e-6
+    ys, xs = np.mgrid[0:ink.shape[1], 0:ink.shape[2]].astype(np.float32)
+    mx = (ink * xs).sum(axis=(1, 2)) / mass
+    my = (ink * ys).sum(axis=(1, 2)) / mass
+    dx, dy = xs - mx[:, None, None], ys - my[:, None, None]
+    var_x = (ink * dx * dx).sum(axis=(1, 2)) / mass
+    var_y = (ink * dy * dy).sum(axis=(1, 2)) / mass + 1e-6
+    slant = -(ink * dx * dy).sum(axis=(1, 2)) / mass / var_y  # > 0: the top leans right (y grows downwards)
+    return np.stack([ink.mean(axis=(1, 2)), slant, np.sqrt(var_x)], axis=1)
+
+
+def attribute_cuts(images: np.ndarray, labels: np.ndarray, n_classes: int) -> np.ndarray:
+    """(classes, 3 attributes, 2): the 1/3 and 2/3 quantiles of each measurement within each class,
+    so an attribute says how this seven differs from other sevens, not which digit it is."""
+    values = measure(images)
+    cuts = np.zeros((n_classes, values.shape[1], 2))
+    for c in range(n_classes):
+        if np.any(labels == c):
+            cuts[c] = np.quantile(values[labels == c], [1 / 3, 2 / 3], axis=0).T
+    return cuts
+
+
+def describe(text: str, image: np.ndarray, label: int, cuts: np.ndarray) -> str:
+    values = measure(image[None])[0]
+    extra = []
+    for (low, high), value, (lo_cut, hi_cut) in zip(ATTRIBUTES.values(), values, cuts[label]):
+        if value < lo_cut:
+            extra.append(low)
+        elif value > hi_cut:
+            extra.append(high)
+    return ", ".join([text, *extra])
+
+
+# -- tokens -------------------------------------------------------------------------------
+def words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def build_vocab(texts: list[str]) -> list[str]:
+    return [PAD, UNK, *sorted({w for text in texts for w in words(text)})]
+
+
+def tokenize(texts: list[str], vocab: list[str], max_tokens: int) -> np.ndarray:
+    """Captions -> int32 (N, max_tokens) word ids, 0-padded; unknown words -> 1."""
+    index = {w: i for i, w in enumerate(vocab)}
+    out = np.zeros((len(texts), max_tokens), np.int32)
+    for row, text in enumerate(texts):
+        ids = [index.get(w, 1) for w in words(text)][:max_tokens]
+        out[row, :len(ids)] = ids
+    return out

@@ -1,0 +1,100 @@
+"""Embedding, ranking and the retrieval metrics (shared by evaluation and retrieve.py).
+
+Recall@k counts a hit when a retrieved caption has the same text as the query image's own
+caption (image -> text), or a retrieved image's caption has the query's text (text ->
+image). Image -> text ranks the *distinct* captions, so five copies of one caption cannot
+fill the top five.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from mindspore import Tensor, nn
+
+from ...engine.errors import DataError
+from .data import IMAGE_SUFFIXES, caption, normalise, open_image, preprocess, tokenize, words
+
+
+def embed(encoder: nn.Cell, array: np.ndarray, batch_size: int = 512) -> np.ndarray:
+    """(N, ...) inputs -> (N, E) L2-normalised embeddings, in batches."""
+    return np.concatenate([encoder(Tensor(array[i:i + batch_size])).asnumpy()
+                           for i in range(0, len(array), batch_size)])
+
+
+def embed_images(network, images: np.ndarray, meta: dict) -> np.ndarray:
+    """Raw (N, C, H, W) images in [0, 1] -> embeddings (normalised as in training)."""
+    return embed(network.image_encoder, normalise(images, meta))
+
+
+def embed_texts(network, texts: list[str], meta: dict, strict: bool = False) -> np.ndarray:
+    """Captions -> embeddings. ``strict``: refuse a caption without a single known word."""
+    if strict:
+        known = set(meta["vocab"][2:])
+        for text in texts:
+            if not any(w in known for w in words(text)):
+                raise DataError(f"no word of {text!r} is in the vocabulary the model was trained on "
+                                f"(e.g. {', '.join(meta['vocab'][2:7])})")
+    return embed(network.text_encoder, tokenize(texts, meta["vocab"], meta["max_tokens"]))
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k highest scores per row, best first (ties: lower index first)."""
+    return np.argsort(-scores, axis=1, kind="stable")[:, :k]
+
+
+def retrieval_metrics(image_emb: np.ndarray, text_emb: np.ndarray, texts: list[str],
+                      ks: tuple[int, ...] = (1, 5)) -> dict[str, float]:
+    """Recall@k both ways for N aligned pairs (row i of each is pair i)."""
+    _, first, inverse = np.unique(np.asarray(texts, dtype=str), return_index=True, return_inverse=True)
+    i2t = top_k(image_emb @ text_emb[first].T, max(ks))  # (N, k) indices into distinct captions
+    t2i = top_k(text_emb @ image_emb.T, max(ks))  # (N, k) indices into images
+    metrics = {}
+    for k in ks:
+        metrics[f"i2t_r{k}"] = float(np.mean(np.any(i2t[:, :k] == inverse[:, None], axis=1)))
+        metrics[f"t2i_r{k}"] = float(np.mean(np.any(inverse[t2i[:, :k]] == inverse[:, None], axis=1)))
+    return metrics
+
+
+def zero_shot_accuracy(image_emb: np.ndarray, prompt_emb: np.ndarray, classes: list[str],
+                       labels: list[str]) -> float:
+    """Classify each image as the class whose prompt embedding is nearest; compare with its label."""
+    predicted = np.asarray(classes)[np.argmax(image_emb @ prompt_emb.T, axis=1)]
+    return float(np.mean(predicted == np.asarray(labels)))
+
+
+# -- inference (retrieve.py) --------------------------------------------------------------
+def load_images(paths: list[Path], meta: dict) -> np.ndarray:
+    """Image files -> raw (N, C, H, W) in [0, 1], resized as in training."""
+    for path in paths:
+        if not path.is_file():
+            raise DataError(f"{path}: no such image file")
+    return np.stack([preprocess(open_image(path), meta["image_size"], meta["channels"]) for path in paths])
+
+
+def known_captions(meta: dict) -> list[str]:
+    """The captions seen in training, plus one prompt per class (if the data had classes)."""
+    prompts = [caption(meta["prompt"], name) for name in meta.get("classes") or []]
+    return list(dict.fromkeys([*prompts, *meta["captions"]]))
+
+
+def captions_for_image(network, meta: dict, image: Path, candidates: list[str] | None = None,
+                       top: int = 5) -> list[tuple[float, str]]:
+    """The ``top`` candidate captions (default: the known ones) for one image, best first."""
+    candidates = candidates or known_captions(meta)
+    scores = embed_images(network, load_images([image], meta), meta) @ \
+        embed_texts(network, candidates, meta, strict=True).T
+    return [(float(scores[0, i]), candidates[i]) for i in top_k(scores, top)[0]]
+
+
+def images_for_text(network, meta: dict, text: str, folder: Path, top: int = 5) -> list[tuple[float, Path]]:
+    """The ``top`` images of ``folder`` (not recursive) for a caption, best first."""
+    query = embed_texts(network, [text], meta, strict=True)
+    if not folder.is_dir():
+        raise DataError(f"--images {folder}: not a folder")
+    paths = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    if not paths:
+        raise DataError(f"--images {folder}: no image files ({', '.join(sorted(IMAGE_SUFFIXES))})")
+    scores = query @ embed_images(network, load_images(paths, meta), meta).T
+    return [(float(scores[0, i]), paths[i]) for i in top_k(scores, top)[0]]
