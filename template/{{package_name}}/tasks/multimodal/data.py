@@ -36,6 +36,9 @@ def load_data(cfg) -> Data:
             "mean": float(images[train_idx].mean()), "std": float(images[train_idx].std()) or 1.0,
             "classes": classes, "prompt": cfg.data.prompt, "max_tokens": cfg.data.max_tokens}
     if cfg.data.attributes:
+        if labels is None:
+            raise DataError(f"data.attributes=true needs labelled data (an .npz, or a 'label' on every line of "
+                            f"{cfg.data.path}/metadata.jsonl): attributes are measured relative to each class")
         cuts = attribute_cuts(images[train_idx], labels[train_idx], len(classes))
         texts = [describe(text, image, label, cuts) for text, image, label in zip(texts, images, labels)]
         meta["attribute_cuts"] = cuts.tolist()
