@@ -41,7 +41,6 @@ def load_data(cfg) -> Data:
                             f"{cfg.data.path}/metadata.jsonl): attributes are measured relative to each class")
         cuts = attribute_cuts(images[train_idx], labels[train_idx], len(classes))
         texts = [describe(text, image, label, cuts) for text, image, label in zip(texts, images, labels)]
-        meta["attribute_cuts"] = cuts.tolist()
     train_texts = [texts[i] for i in train_idx]
     meta["vocab"] = build_vocab(train_texts)
     meta["captions"] = sorted(set(train_texts))  # the known captions retrieve.py ranks for an image
