@@ -1,0 +1,33 @@
+"""Config sections of the recommender task (``data:`` and ``model:`` in config.yaml)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ...engine.config import Section
+
+
+class DataConfig(Section):
+    source: Literal["synthetic", "movielens", "files"] = "synthetic"
+    path: str | None = None  # files: a folder with ratings.csv [+ items.csv], or (ctr) a label-first .tsv file
+    mode: Literal["topk", "ctr"] = "topk"  # topk: implicit feedback, rank items; ctr: predict rating >= like_threshold
+    negatives: int = Field(4, gt=0)  # topk: sampled negatives per training positive
+    negative_passes: int = Field(3, gt=0)  # topk: passes over the positives per epoch, each with fresh negatives
+    id_dropout: float = Field(0.02, ge=0, lt=1)  # share of training ids replaced by 0 (unknown) to train that row
+    hash_buckets: int | None = Field(None, gt=0)  # null: vocabulary (unseen -> 0); N: crc32(id) % N + 1
+    eval_negatives: int = Field(99, gt=0)  # topk: sampled negatives ranked against each held-out item
+    like_threshold: float = 4.0  # ctr: ratings >= this are positives
+    eval_fraction: float = Field(0.2, gt=0, lt=1)  # ctr: latest share of each user's ratings (TSV: last rows) held out
+    drop_short_users: bool = False  # topk: users with one interaction are an error unless dropped
+    synthetic_users: int = Field(1000, ge=2)
+    synthetic_items: int = Field(800, ge=20)
+    synthetic_per_user: int = Field(30, ge=2)  # mean interactions per user
+
+
+class ModelConfig(Section):
+    kind: Literal["neumf", "two_tower", "deepfm"] = "neumf"  # neumf/two_tower: data.mode topk; deepfm: ctr
+    embed_dim: int = Field(16, gt=0)
+    hidden: list[int] = [64, 32, 16]  # MLP widths (NeuMF MLP branch, each tower, DeepFM deep part)
+    dropout: float = Field(0.0, ge=0, lt=1)
