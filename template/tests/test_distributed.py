@@ -21,8 +21,11 @@ def free_port() -> int:
 
 
 def settings(out: Path, name: str, batch_size: int) -> list[str]:
+    # SGD: the comparison is about gradients. Adam divides by |g| + eps, which turns the last-bit
+    # differences of a different summation order (all-reduce vs one batch) into visible ones.
     pairs = [f"output.dir={out}", f"output.name={name}", f"train.max_steps={STEPS}", f"train.eval_every={STEPS}",
-             f"train.batch_size={batch_size}", "output.plot=false", 'train.callbacks=["tests.callbacks:DumpWeights"]']
+             f"train.batch_size={batch_size}", "optim.name=sgd", "optim.lr=0.1", "output.plot=false",
+             'train.callbacks=["tests.callbacks:DumpWeights"]']
     return [arg for pair in pairs for arg in ("--set", pair)]
 
 
