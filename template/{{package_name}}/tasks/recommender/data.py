@@ -196,17 +196,18 @@ def _read_csv(file: Path, required: tuple[str, ...]) -> dict[str, list[str]]:
 
 
 def _numbers(table: dict[str, list[str]], name: str, file: Path, dtype) -> np.ndarray:
-    values = table[name]
+    parse = np.float64 if dtype == np.float32 else np.int64
     try:
-        return np.asarray(values, dtype=np.float64 if dtype == np.float32 else np.int64).astype(dtype)
+        return np.asarray(table[name], dtype=parse).astype(dtype)
     except ValueError:
-        kind = "a number" if dtype == np.float32 else "an integer"
-        for line, value in enumerate(values, start=2):
-            try:
-                np.asarray([value], dtype=np.float64 if dtype == np.float32 else np.int64)
-            except ValueError:
-                raise DataError(f"{file}:{line}: {name} {value!r} is not {kind}") from None
-        raise
+        pass
+    for line, value in enumerate(table[name], start=2):  # name the first bad cell
+        try:
+            parse(value)
+        except ValueError:
+            kind = "a number" if dtype == np.float32 else "an integer"
+            raise DataError(f"{file}:{line}: {name} {value!r} is not {kind}") from None
+    raise DataError(f"{file}: column {name} cannot be read as numbers")
 
 
 # -- top-K: implicit feedback, leave-latest-out ------------------------------------------------
@@ -267,11 +268,6 @@ def prepare_topk(log: Log, cfg) -> Data:
     return Data(train=train, eval=eval_, meta=meta)
 
 
-def _group_ids(sorted_values: np.ndarray) -> np.ndarray:
-    """0, 0, 1, 1, 1, 2, ... for a sorted array: the group index of every element."""
-    return np.r_[0, np.cumsum(sorted_values[1:] != sorted_values[:-1])]
-
-
 def sample_unseen(rng, user_rows, count, candidates, seen_keys, width, distinct=False, tries=50) -> np.ndarray:
     """``count`` items per user row from ``candidates`` that the user never interacted with
     (``seen_keys`` = user_row * width + item_row). ``distinct``: no repeats within a row."""
@@ -313,11 +309,12 @@ def prepare_ctr(log: Log, cfg) -> Data:
     row = np.arange(len(log.user))
     order = np.lexsort((row, log.time, log.user))
     user, item, rating = log.user[order], log.item[order], log.rating[order]
-    group = _group_ids(user)
-    starts = np.r_[0, np.flatnonzero(group[1:] != group[:-1]) + 1]
+    starts = np.r_[0, np.flatnonzero(user[1:] != user[:-1]) + 1]
     sizes = np.diff(np.r_[starts, len(user)])
     position = np.arange(len(user)) - np.repeat(starts, sizes)
     held = position >= np.repeat(sizes - np.round(sizes * d.eval_fraction), sizes)  # each user's latest ratings
+    if not held.any():
+        raise DataError(f"{log.name}: too few ratings per user to hold out data.eval_fraction={d.eval_fraction}")
     label = (rating >= d.like_threshold).astype(np.float32)
     users, items = IdMap(user[~held], d.hash_buckets), IdMap(item[~held], d.hash_buckets)
     genres = sorted({g for i in np.unique(item[~held]) for g in log.genres.get(int(i), [])})
