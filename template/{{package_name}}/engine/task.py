@@ -64,9 +64,12 @@ class Task:
     load_data: Callable[[Any], Data]  # (cfg) -> Data, full data; the engine shards by rank
     build_model: Callable[[Any, dict, Comm], Model]  # (cfg, meta, comm)
     evaluate: Callable[[nn.Cell, Data, Any], dict[str, float]]  # whole eval set -> metrics
-    monitor: str  # metric that picks the best checkpoint
+    monitor: str | Callable[[Any], str]  # metric that picks the best checkpoint (or cfg -> metric)
     mode: Literal["max", "min"]
     exports: Callable[[nn.Cell, dict, Any], dict[str, tuple[nn.Cell, tuple[Tensor, ...]]]]
     capabilities: Callable[[Any], Capabilities] = lambda cfg: Capabilities()
     # Called on fresh training runs only (not on resume or inference), e.g. to load pretrained weights.
     warm_start: Callable[[nn.Cell, Any], None] = lambda network, cfg: None
+
+    def monitor_for(self, cfg) -> str:
+        return self.monitor(cfg) if callable(self.monitor) else self.monitor

@@ -45,6 +45,7 @@ class Trainer:
     def __init__(self, cfg: Config, resume: str | None, callbacks: list[Callback]):
         self.cfg = cfg
         self.task = get_task(cfg.task)
+        self.monitor = self.task.monitor_for(cfg)
         caps = self.task.capabilities(cfg)
         _check_capabilities(cfg, caps)
         resume_path = _find_resume(cfg, resume)
@@ -132,7 +133,7 @@ class Trainer:
         if last_eval != self.state.step:
             self.evaluate()
         summary = {"run_dir": str(self.run_dir), "steps": self.state.step, "epochs": self.state.epoch,
-                   "skipped_steps": self.state.skipped_steps, "best": self.state.best, "monitor": self.task.monitor,
+                   "skipped_steps": self.state.skipped_steps, "best": self.state.best, "monitor": self.monitor,
                    **self.last_metrics}
         self._hook("on_train_end", summary)
         return summary
@@ -141,7 +142,7 @@ class Trainer:
         self.network.set_train(False)
         metrics = self.task.evaluate(self.network, self.data, self.cfg)
         self.network.set_train(True)
-        value, best = metrics[self.task.monitor], self.state.best
+        value, best = metrics[self.monitor], self.state.best
         better = best is None or (value > best if self.task.mode == "max" else value < best)
         self.state.improved = better
         self.state.best = value if better else best

@@ -32,21 +32,25 @@ def predict(network: nn.Cell, *columns: np.ndarray, batch_size: int = 1 << 16) -
     return np.concatenate(out).astype(np.float32) if out else np.zeros(0, np.float32)
 
 
+def monitor(cfg) -> str:
+    """The metric that picks best.ckpt: HR@10 for top-K, AUC for CTR."""
+    return "auc" if cfg.data.mode == "ctr" else "hr10"
+
+
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
-    """``score`` is the metric that picks best.ckpt: hr10 (topk) or auc (ctr). Every model
-    figure sits beside the same figure for the baseline (``pop_*``, ``rate_*``)."""
+    """Every model figure sits beside the same figure for the baseline (``pop_*``, ``rate_*``)."""
     if data.meta["mode"] == "ctr":
         e = data.eval
         probs = 1 / (1 + np.exp(-predict(network, e["features"]).astype(np.float64)))
         value = auc(e["label"], probs)
-        return {"score": value, "auc": value, "rate_auc": auc(e["label"], e["baseline"]),
+        return {"auc": value, "rate_auc": auc(e["label"], e["baseline"]),
                 "logloss": logloss(e["label"], probs), "rate_logloss": logloss(e["label"], e["baseline"])}
     e = data.eval
     users, candidates = e["user"], e["candidates"]
     scores = predict(network, np.repeat(users, candidates.shape[1]), candidates.ravel()).reshape(candidates.shape)
     ranks, pop_ranks = rank_of_first(scores), rank_of_first(e["popularity"][candidates])
     full, pop_full = full_ranks(network, e, scores[:, 0])
-    return {"score": hit_rate(ranks, K), "hr10": hit_rate(ranks, K), "pop_hr10": hit_rate(pop_ranks, K),
+    return {"hr10": hit_rate(ranks, K), "pop_hr10": hit_rate(pop_ranks, K),
             "ndcg10": ndcg(ranks, K), "pop_ndcg10": ndcg(pop_ranks, K),
             "hr10_full": hit_rate(full, K), "pop_hr10_full": hit_rate(pop_full, K)}
 
@@ -113,4 +117,4 @@ def capabilities(cfg) -> Capabilities:
 
 
 TASK = Task(name="recommender", load_data=load_data, build_model=build_model, evaluate=evaluate,
-            monitor="score", mode="max", exports=exports, capabilities=capabilities)
+            monitor=monitor, mode="max", exports=exports, capabilities=capabilities)
