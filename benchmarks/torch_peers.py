@@ -48,7 +48,57 @@ def vision(cfg: dict):
     return model, (x, y), nn.functional.cross_entropy
 
 
-PEERS = {"vision": vision}
+class LMBlock(nn.Module):
+    """Pre-LayerNorm block with causal self-attention written out, as the nlp task's model.py."""
+
+    def __init__(self, d: int, heads: int, ratio: int, bias: bool):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d, bias=bias), nn.Linear(d, d, bias=bias)
+        hidden = ratio * d
+        self.mlp = nn.Sequential(nn.Linear(d, hidden, bias=bias), nn.GELU(approximate="tanh"),
+                                 nn.Linear(hidden, d, bias=bias))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / (c // self.heads) ** 0.5
+        scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+        x = x + self.proj((scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, c))
+        return x + self.mlp(self.ln2(x))
+
+
+class LM(nn.Module):
+    def __init__(self, vocab: int, m: dict):
+        super().__init__()
+        d = m["d_model"]
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.zeros(m["block_size"], d))
+        blocks = [LMBlock(d, m["n_head"], m["mlp_ratio"], m["bias"]) for _ in range(m["n_layer"])]
+        self.blocks = nn.Sequential(*blocks)
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        if m["tie_embeddings"]:
+            self.head.weight = self.tok.weight
+
+    def forward(self, tokens):
+        x = self.tok(tokens) + self.pos[: tokens.shape[1]]
+        return self.head(self.ln(self.blocks(x)))
+
+
+def nlp(cfg: dict):
+    vocab, m, b = 100, cfg["model"], cfg["train"]["batch_size"]  # the pydoc text has ~100 characters
+    tokens = torch.randint(0, vocab, (b, m["block_size"] + 1))
+
+    def loss_fn(logits, targets):
+        return nn.functional.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
+
+    return LM(vocab, m), (tokens[:, :-1], tokens[:, 1:]), loss_fn
+
+
+PEERS = {"vision": vision, "nlp": nlp}
 
 
 def main() -> None:
@@ -61,12 +111,23 @@ def main() -> None:
     cfg = yaml.safe_load(open("config/config.yaml"))
     torch.manual_seed(0)
     model, (x, y), loss_fn = PEERS[args.task](cfg)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    optim = cfg["optim"]
+    # The project's optimizer and clipping (AdamW decays matrices and embeddings only).
+    params = list(model.parameters())
+    if optim["name"] == "adamw":
+        groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": optim["weight_decay"]},
+                  {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+        opt = torch.optim.AdamW(groups, lr=optim["lr"])
+    else:
+        opt = torch.optim.Adam(params, lr=1e-3)
+    clip = cfg["train"]["grad_clip"]
 
     def step():
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
         loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(params, clip)
         opt.step()
         return loss
 

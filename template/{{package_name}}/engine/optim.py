@@ -53,7 +53,7 @@ class AdamW(nn.Adam):
         self.decoupled_wd = weight_decay
 
     def construct(self, gradients):
-        lr = self.learning_rate[self.global_step] if self.dynamic_lr else self.learning_rate
+        lr = self.get_lr()  # this step's rate (Adam's construct then advances global_step)
         factor = 1 - lr * self.decoupled_wd
         for param in self.decay_params:
             ops.assign(param, param * factor)

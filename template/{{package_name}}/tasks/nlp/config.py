@@ -1,0 +1,32 @@
+"""Config sections of the nlp task (``data:`` and ``model:`` in config.yaml)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ...engine.config import Section
+
+
+class DataConfig(Section):
+    path: str | None = None  # null: Python's bundled pydoc text; else a UTF-8 file or a folder of .txt files
+    tokenizer: Literal["char", "byte"] = "char"  # char: vocabulary = characters of the text; byte: 256 UTF-8 bytes
+    eval_fraction: float = Field(0.1, gt=0, lt=1)  # the end of the text, held out for evaluation
+
+
+class ModelConfig(Section):
+    block_size: int = Field(64, gt=0)  # context length in tokens (training blocks, generation window)
+    n_layer: int = Field(2, gt=0)
+    n_head: int = Field(4, gt=0)
+    d_model: int = Field(128, gt=0)  # must be divisible by n_head
+    mlp_ratio: int = Field(4, gt=0)  # hidden width of the feed-forward block = mlp_ratio * d_model
+    dropout: float = Field(0.0, ge=0, lt=1)
+    tie_embeddings: bool = True  # the output layer reuses the token embedding matrix
+    bias: bool = False  # bias vectors in the linear layers (false: a little faster, as good)
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self):
+        if self.d_model % self.n_head:
+            raise ValueError(f"model.d_model={self.d_model} must be divisible by model.n_head={self.n_head}")
+        return self

@@ -1,0 +1,81 @@
+"""The nlp task as the engine sees it: data, model + loss, evaluation, exports."""
+
+from __future__ import annotations
+
+import math
+
+import mindspore as ms
+import numpy as np
+from mindspore import Tensor, nn, ops
+
+from ...engine.task import Comm, Data, Model, Task
+from .data import Tokenizer, blocks, load_data
+from .model import GPT
+
+
+class LanguageModelLoss(nn.Cell):
+    """Mean cross-entropy of predicting token t+1 from tokens 0..t, over every position."""
+
+    def __init__(self, network: nn.Cell):
+        super().__init__()
+        self.network = network
+        # One fused softmax + NLL kernel: much cheaper on CPU than nn.CrossEntropyLoss's small ops.
+        self.cross_entropy = ops.SparseSoftmaxCrossEntropyWithLogits()
+
+    def construct(self, tokens):  # (B, T + 1) int32
+        logits = self.network(tokens[:, :-1])  # (B, T, vocab)
+        targets = tokens[:, 1:]  # the same blocks shifted left by one
+        return self.cross_entropy(logits.reshape(-1, logits.shape[-1]).astype(ms.float32), targets.reshape(-1))
+
+
+def build_network(cfg, meta: dict) -> GPT:
+    m = cfg.model
+    return GPT(Tokenizer.from_meta(meta).vocab_size, m.block_size, m.n_layer, m.n_head, m.d_model,
+               m.mlp_ratio, m.dropout, m.tie_embeddings, m.bias)
+
+
+def build_model(cfg, meta: dict, comm: Comm) -> Model:
+    network = build_network(cfg, meta)
+    return Model(network=network, loss=LanguageModelLoss(network))
+
+
+def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
+    """Loss and perplexity per token over the held-out text, in blocks of ``model.block_size``,
+    beside the perplexity of the unigram baseline (training-text token frequencies)."""
+    tokenizer = Tokenizer.from_meta(data.meta)  # the training-time vocabulary, also for a checkpoint
+    eval_blocks = blocks(tokenizer.encode(data.eval["text"], "eval text"), cfg.model.block_size)
+    # Compiled, the forward runs several times faster than eagerly; batches of one shape (the
+    # last one zero-padded) compile once.
+    forward = ms.jit(network.construct) if cfg.train.jit else network
+    size = cfg.train.batch_size
+    total = 0.0
+    for i in range(0, len(eval_blocks), size):
+        batch = eval_blocks[i:i + size]
+        inputs = np.zeros((size, cfg.model.block_size), dtype=np.int32)
+        inputs[:len(batch)] = batch[:, :-1]
+        logits = forward(Tensor(inputs)).asnumpy()[:len(batch)].astype(np.float64)  # (b, T, vocab)
+        log_probs = logits - _logsumexp(logits)
+        total -= np.take_along_axis(log_probs, batch[:, 1:, None], axis=-1).sum()
+    targets = eval_blocks[:, 1:]
+    loss = total / targets.size
+    counts = np.asarray(data.meta["unigram_counts"], dtype=np.float64) + 1.0  # add-one: no zero probability
+    unigram_loss = -np.log(counts[targets] / counts.sum()).mean()
+    return {"loss": float(loss), "perplexity": math.exp(loss), "unigram_ppl": math.exp(unigram_loss)}
+
+
+def _logsumexp(x: np.ndarray) -> np.ndarray:
+    peak = x.max(axis=-1, keepdims=True)
+    return peak + np.log(np.exp(x - peak).sum(axis=-1, keepdims=True))
+
+
+def exports(network: nn.Cell, meta: dict, cfg) -> dict:
+    """The LM with a fixed sequence length of ``model.block_size`` (the batch axis stays dynamic):
+    tokens (B, block_size) int32 -> logits (B, block_size, vocab). Shorter contexts: pad on the
+    right and read the logits at the last real position (causal attention ignores the padding)."""
+    vocab = Tokenizer.from_meta(meta).vocab_size
+    sample = np.random.default_rng(0).integers(0, vocab, size=(1, cfg.model.block_size), dtype=np.int32)
+    return {"lm": (network, (Tensor(sample),))}
+
+
+TASK = Task(name="nlp", load_data=load_data, build_model=build_model, evaluate=evaluate,
+            monitor="loss", mode="min", exports=exports)
