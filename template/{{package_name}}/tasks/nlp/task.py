@@ -43,7 +43,8 @@ def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
     """Loss and perplexity per token over the held-out text, in blocks of ``model.block_size``,
     beside the perplexity of the unigram baseline (training-text token frequencies)."""
     tokenizer = Tokenizer.from_meta(data.meta)  # the training-time vocabulary, also for a checkpoint
-    eval_blocks = blocks(tokenizer.encode(data.eval["text"], "eval text"), cfg.model.block_size)
+    source = f"the eval split of data.path={cfg.data.path!r}" if cfg.data.path else "the eval split"
+    eval_blocks = blocks(tokenizer.encode(data.eval["text"], source), cfg.model.block_size)
     # Compiled, the forward runs several times faster than eagerly; batches of one shape (the
     # last one zero-padded) compile once.
     forward = ms.jit(network.construct) if cfg.train.jit else network
