@@ -20,7 +20,7 @@ from ...engine.errors import UserError
 def sample(network, meta: dict, block_size: int, prompt: str = "", max_new_tokens: int = 200,
            temperature: float = 1.0, top_k: int | None = None, seed: int = 0) -> str:
     """Return ``max_new_tokens`` new tokens, decoded (the prompt is not repeated)."""
-    import mindspore as ms
+    import mindspore as ms  # here, not at the top: bad arguments are refused before the slow import
 
     from .data import Tokenizer
 

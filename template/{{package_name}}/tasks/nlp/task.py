@@ -28,14 +28,10 @@ class LanguageModelLoss(nn.Cell):
         return self.cross_entropy(logits.reshape(-1, logits.shape[-1]).astype(ms.float32), targets.reshape(-1))
 
 
-def build_network(cfg, meta: dict) -> GPT:
-    m = cfg.model
-    return GPT(Tokenizer.from_meta(meta).vocab_size, m.block_size, m.n_layer, m.n_head, m.d_model,
-               m.mlp_ratio, m.dropout, m.tie_embeddings, m.bias)
-
-
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
-    network = build_network(cfg, meta)
+    m = cfg.model
+    network = GPT(Tokenizer.from_meta(meta).vocab_size, m.block_size, m.n_layer, m.n_head, m.d_model,
+                  m.mlp_ratio, m.dropout, m.tie_embeddings, m.bias)
     return Model(network=network, loss=LanguageModelLoss(network))
 
 
