@@ -18,11 +18,16 @@ def load_data(cfg) -> Data:
     images, labels, classes = read_images(cfg.data)
     train_idx, eval_idx = stratified_split(labels, cfg.data.eval_fraction, cfg.seed)
     mean, std = float(images[train_idx].mean()), float(images[train_idx].std()) or 1.0
-    x = ((images - mean) / std).astype(np.float32)
     meta = {"classes": classes, "image_size": cfg.data.image_size, "channels": cfg.data.channels,
             "mean": mean, "std": std}
-    return Data(train={"image": x[train_idx], "label": labels[train_idx]},
-                eval={"image": x[eval_idx], "label": labels[eval_idx]}, meta=meta)
+    # Eval images stay raw: evaluate() normalises them with the meta in force, which is the
+    # training run's own when eval.py scores a checkpoint on other data.
+    return Data(train={"image": normalise(images[train_idx], meta), "label": labels[train_idx]},
+                eval={"image": images[eval_idx], "label": labels[eval_idx]}, meta=meta)
+
+
+def normalise(images: np.ndarray, meta: dict) -> np.ndarray:
+    return ((images - meta["mean"]) / meta["std"]).astype(np.float32)
 
 
 def read_images(cfg: DataConfig) -> tuple[np.ndarray, np.ndarray, list[str]]:

@@ -8,7 +8,7 @@ from mindspore import Tensor, nn, ops
 from ...engine import checkpoint
 from ...engine.errors import CheckpointError
 from ...engine.task import Capabilities, Comm, Data, Model, Task
-from .data import load_data
+from .data import load_data, normalise
 from .model import Classifier
 
 
@@ -49,7 +49,7 @@ def predict(network: nn.Cell, images: np.ndarray, batch_size: int = 512) -> np.n
 
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
-    logits = predict(network, data.eval["image"])
+    logits = predict(network, normalise(data.eval["image"], data.meta))
     labels = data.eval["label"]
     loss = float(ops.cross_entropy(Tensor(logits), Tensor(labels)).asnumpy())
     return {"accuracy": float((logits.argmax(1) == labels).mean()), "loss": loss}
