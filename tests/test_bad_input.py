@@ -33,7 +33,6 @@ def assert_one_line_error(result, *needles):
 
 NEW_CASES = {
     "unknown task": (["--task", "speech"], "unknown task 'speech'"),
-    "task not built yet": (["--task", "nlp"], "not available"),
     "name 9lives": (["--name", "9lives"], "project_name '9lives'"),
     "name with space": (["--name", "my project"], "project_name 'my project'"),
     "name keyword": (["--name", "import"], "keyword"),

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, available_tasks, copier_yml, generate, git, read_answers
+from helpers import REPO, available_tasks, copier_yml, generate, git, msscaffold, read_answers
 
-from msscaffold.tasks import TASKS, availability
+from msscaffold.tasks import TASKS
 
 PACKAGE_DIR = next(
     (p.name for p in (REPO / "template").iterdir() if re.fullmatch(r"\{\{\s*package_name\s*\}\}", p.name)),
@@ -56,13 +56,25 @@ def test_availability_agrees_with_template_folders():
     )
 
 
-def test_unavailable_task_refused_by_plain_copier(tmp_path):
-    missing = [t for t, reason in availability(copier_yml()).items() if reason]
-    for task in missing:
-        cmd = [sys.executable, "-m", "copier", "copy", "--defaults", "-d", f"task={task}", str(REPO), "out"]
-        result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        assert result.returncode != 0 and "not available" in result.stderr
-        assert not (tmp_path / "out").exists()
+def test_task_not_built_yet_is_refused(tmp_path):
+    """A template whose validator lists only vision (as before the other tasks landed): both
+    msscaffold and plain Copier refuse nlp with one line and create nothing."""
+    clone = tmp_path / "vision-only"
+    git("clone", "-q", "--no-tags", str(REPO), str(clone), cwd=tmp_path)
+    text = (clone / "copier.yml").read_text(encoding="utf-8")
+    shrunk = re.sub(r"\{% set available = \[[^\]]*\] %\}", "{% set available = ['vision'] %}", text)
+    assert shrunk != text
+    (clone / "copier.yml").write_text(shrunk, encoding="utf-8")
+    git("commit", "-qam", "only vision", cwd=clone)
+
+    result = msscaffold("new", "proj", "--task", "nlp", "--template", str(clone), "--vcs-ref", "HEAD",
+                        cwd=tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1 and "not available" in lines[0], result.stderr
+    cmd = [sys.executable, "-m", "copier", "copy", "--defaults", "-d", "task=nlp", str(clone), "out"]
+    plain = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert plain.returncode != 0 and "not available" in plain.stderr
+    assert not (tmp_path / "proj").exists() and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("task", available_tasks())
