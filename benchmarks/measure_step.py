@@ -40,7 +40,18 @@ def main() -> None:
         result = framework_loop(trainer, batches, args)
     else:
         result = our_loop(trainer, batches, k, args)
+        if cfg.task == "nlp":
+            result["flops_per_step"] = lm_flops(trainer)
     print(json.dumps(result))
+
+
+def lm_flops(trainer) -> float:
+    """Model FLOPs of one LM optimizer step: 6 per parameter per token (forward + backward,
+    the tied output projection included) plus the attention score and value matmuls."""
+    m, train = trainer.cfg.model, trainer.cfg.train
+    tokens = train.batch_size * train.grad_accum_steps * m.block_size
+    params = sum(p.size for p in trainer.network.trainable_params() if "position" not in p.name)
+    return 6 * params * tokens + 12 * m.n_layer * tokens * m.block_size * m.d_model
 
 
 def our_loop(trainer, batches, k, args) -> dict:
