@@ -25,6 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 TASKS = ("vision", "nlp", "recommender", "multimodal")
+TORCH_PEERS = ("vision", "nlp")  # the models written in torch_peers.py
 
 
 def generate(task: str, root: Path) -> tuple[Path, str]:
@@ -103,9 +104,13 @@ def bench_task(task: str, root: Path, steps: int) -> list[tuple[str, str]]:
         achieved = jit["flops_per_step"] / (jit["ms_per_step"] / 1000) / 1e9
         share = f"{achieved:.1f} ({achieved / peak:.0%} of {peak:.0f})"
         rows.append(("model GFLOP/s (share of matmul peak)", share))
+    if task == "recommender":  # dense nn.Embedding + Adam as the tables grow (hashed ids)
+        for rows_ in (100_000, 1_000_000):
+            big = ms(f"data.hash_buckets={rows_}")
+            rows.append((f"dense embeddings, {rows_:,} rows per table: ms/step", f"{big['ms_per_step']:.1f}"))
     rss, wall = peak_rss_mb(project)
     rows.append(("default training: wall s / peak RSS MB", f"{wall:.1f} / {rss:.0f}"))
-    for compile_ in (False, True):
+    for compile_ in (False, True) if task in TORCH_PEERS else ():
         peer = torch_peer(task, project, compile_, steps)
         name = "PyTorch " + ("torch.compile" if compile_ else "eager")
         if "error" in peer:
