@@ -104,10 +104,12 @@ def bench_task(task: str, root: Path, steps: int) -> list[tuple[str, str]]:
         achieved = jit["flops_per_step"] / (jit["ms_per_step"] / 1000) / 1e9
         share = f"{achieved:.1f} ({achieved / peak:.0%} of {peak:.0f})"
         rows.append(("model GFLOP/s (share of matmul peak)", share))
-    if task == "recommender":  # dense nn.Embedding + Adam as the tables grow (hashed ids)
+    if task == "recommender":  # dense tables + Adam vs sparse tables + lazy Adam as they grow
         for rows_ in (100_000, 1_000_000):
-            big = ms(f"data.hash_buckets={rows_}")
-            rows.append((f"dense embeddings, {rows_:,} rows per table: ms/step", f"{big['ms_per_step']:.1f}"))
+            dense = ms(f"data.hash_buckets={rows_}")
+            sparse = ms(f"data.hash_buckets={rows_}", "model.sparse=true", "optim.name=lazy_adam")
+            rows.append((f"{rows_:,} rows per table: dense / sparse ms/step",
+                         f"{dense['ms_per_step']:.1f} / {sparse['ms_per_step']:.1f}"))
     rss, wall = peak_rss_mb(project)
     rows.append(("default training: wall s / peak RSS MB", f"{wall:.1f} / {rss:.0f}"))
     for compile_ in (False, True) if task in TORCH_PEERS else ():

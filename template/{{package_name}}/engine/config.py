@@ -52,7 +52,7 @@ class Train(Section):
 
 
 class Optim(Section):
-    name: Literal["sgd", "momentum", "adam", "adamw"] = "adam"
+    name: Literal["sgd", "momentum", "adam", "adamw", "lazy_adam"] = "adam"  # lazy_adam: for sparse embeddings
     lr: float = Field(1e-3, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     momentum: float = Field(0.9, ge=0, lt=1)

@@ -23,8 +23,8 @@ class TrainStep:
         self.optimizer = optimizer
         self.reducer = reducer
         self.accum_steps = accum_steps
-        # Scale 1 is "off": one code path for fp32 and mixed precision.
-        self.scaler = loss_scaler or amp.StaticLossScaler(1.0)
+        # No scaler is the identity: one code path for fp32 and mixed precision.
+        self.scaler = loss_scaler or NoLossScaling()
         self.check_overflow = check_overflow
         self.grad_clip = grad_clip
         self.grad_fn = ms.value_and_grad(self._scaled_loss, None, optimizer.parameters)
@@ -71,3 +71,19 @@ class TrainStep:
 
 def _eager(fn):
     return fn
+
+
+class NoLossScaling:
+    """The loss scaler of full-precision training: every operation is the identity. (A
+    ``StaticLossScaler(1.0)`` would do the same arithmetic, but it rejects sparse gradients.)"""
+
+    scale_value = ms.Tensor(1.0)
+
+    def scale(self, x):
+        return x
+
+    def unscale(self, x):
+        return x
+
+    def adjust(self, finite):
+        return finite

@@ -35,6 +35,7 @@ class Capabilities:
     grad_accum: Literal["exact", "approximate", "none"] = "exact"
     amp: bool = True  # mixed precision with loss scaling and the overflow check
     grad_clip: bool = True
+    distributed: bool = True  # data parallel under msrun (gradient all-reduce)
     reason: str = ""  # shown when a feature is refused or approximate
 
 

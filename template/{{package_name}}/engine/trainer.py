@@ -20,7 +20,7 @@ from .data import Batches
 from .errors import CheckpointError, ConfigError
 from .manifest import template_version
 from .optim import build_optimizer, current_lr, lr_schedule
-from .step import TrainStep
+from .step import NoLossScaling, TrainStep
 
 
 @dataclass
@@ -51,6 +51,9 @@ class Trainer:
         resume_path = _find_resume(cfg, resume)
         self.device = runtime.setup(cfg)
         self.comm = distributed.init()
+        if self.comm.size > 1 and not caps.distributed:
+            raise ConfigError(f"this {cfg.task} configuration cannot train data parallel"
+                              f"{f' ({caps.reason})' if caps.reason else ''}; run it as one process")
         self.data = self.task.load_data(cfg)
         self.batches = Batches(self.data.train, cfg.train.batch_size, cfg.seed, self.comm)
         self.steps_per_epoch = len(self.batches) // cfg.train.grad_accum_steps
@@ -67,7 +70,7 @@ class Trainer:
         loss_net = amp.auto_mixed_precision(model.loss, cfg.train.amp_level, getattr(ms, cfg.train.amp_dtype)) \
             if amp_on else model.loss
         self.scaler = amp.DynamicLossScaler(cfg.train.loss_scale, 2, cfg.train.loss_scale_window) \
-            if amp_on else amp.StaticLossScaler(1.0)
+            if amp_on else NoLossScaling()
         reducer = distributed.grad_reducer(self.optimizer.parameters, self.comm)
         self.step_fn = TrainStep(loss_net, self.optimizer, reducer,
                                  accum_steps=cfg.train.grad_accum_steps, loss_scaler=self.scaler,

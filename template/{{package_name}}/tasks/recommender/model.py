@@ -2,7 +2,9 @@
 DeepFM scores rows of categorical features (CTR). All return logits.
 
 Embedding row 0 of every table is the "unknown id" row (see data.py). The embedding
-tables are dense ``nn.Embedding`` parameters trained with the engine's optimizer.
+tables are dense ``nn.Embedding`` parameters by default. ``model.sparse: true`` makes them
+``nn.EmbeddingLookup(sparse=True)``: the gradient of a table is then sparse (only the rows
+in the batch), which with ``optim.name: lazy_adam`` makes big tables much cheaper to train.
 """
 
 from __future__ import annotations
@@ -22,14 +24,22 @@ def mlp(width: int, hidden: list[int], dropout: float, last_relu: bool = True) -
     return nn.SequentialCell(layers) if layers else nn.SequentialCell([nn.Identity()]), width
 
 
+def embedding(rows: int, dim: int, sparse: bool, init="normal") -> nn.Cell:
+    """(B, ...) int32 ids -> (B, ..., dim) vectors, from a dense or a sparse-gradient table."""
+    if sparse:
+        return nn.EmbeddingLookup(rows, dim, param_init=init, target="CPU", sparse=True)
+    return nn.Embedding(rows, dim, embedding_table=init)
+
+
 class NeuMF(nn.Cell):
     """He et al. 2017: a GMF branch (element-wise product of embeddings) beside an MLP branch
     (concatenated embeddings through an MLP); a linear layer over both gives the logit."""
 
-    def __init__(self, users: int, items: int, dim: int, hidden: list[int], dropout: float = 0.0):
+    def __init__(self, users: int, items: int, dim: int, hidden: list[int], dropout: float = 0.0,
+                 sparse: bool = False):
         super().__init__()
-        self.gmf_user, self.gmf_item = nn.Embedding(users, dim), nn.Embedding(items, dim)
-        self.mlp_user, self.mlp_item = nn.Embedding(users, dim), nn.Embedding(items, dim)
+        self.gmf_user, self.gmf_item = embedding(users, dim, sparse), embedding(items, dim, sparse)
+        self.mlp_user, self.mlp_item = embedding(users, dim, sparse), embedding(items, dim, sparse)
         self.mlp, width = mlp(2 * dim, hidden, dropout)
         self.head = nn.Dense(dim + width, 1)
 
@@ -46,13 +56,14 @@ class TwoTower(nn.Cell):
     user-independent output here and ranked no better than popularity. Dot products learn
     slowly at NeuMF's rate: use optim.lr ~0.01."""
 
-    def __init__(self, users: int, items: int, dim: int, hidden: list[int], dropout: float = 0.0):
+    def __init__(self, users: int, items: int, dim: int, hidden: list[int], dropout: float = 0.0,
+                 sparse: bool = False):
         super().__init__()
-        self.user_embed = nn.Embedding(users, dim, embedding_table=Normal(0.1))
-        self.item_embed = nn.Embedding(items, dim, embedding_table=Normal(0.1))
+        self.user_embed = embedding(users, dim, sparse, Normal(0.1))
+        self.item_embed = embedding(items, dim, sparse, Normal(0.1))
         self.user_tower, _ = mlp(dim, hidden + [dim], dropout, last_relu=False)
         self.item_tower, _ = mlp(dim, hidden + [dim], dropout, last_relu=False)
-        self.item_bias = nn.Embedding(items, 1, embedding_table="zeros")
+        self.item_bias = embedding(items, 1, sparse, "zeros")
 
     def construct(self, user, item):  # (B,), (B,) -> (B,)
         eu, ev = self.user_embed(user), self.item_embed(item)  # (B, D)
@@ -64,10 +75,11 @@ class DeepFM(nn.Cell):
     """Guo et al. 2017: first-order weights + factorisation-machine pairwise interactions +
     an MLP, all over one shared embedding table indexed by (field offset + value)."""
 
-    def __init__(self, rows: int, fields: int, dim: int, hidden: list[int], dropout: float = 0.0):
+    def __init__(self, rows: int, fields: int, dim: int, hidden: list[int], dropout: float = 0.0,
+                 sparse: bool = False):
         super().__init__()
-        self.embed = nn.Embedding(rows, dim)
-        self.linear = nn.Embedding(rows, 1, embedding_table="zeros")
+        self.embed = embedding(rows, dim, sparse)
+        self.linear = embedding(rows, 1, sparse, "zeros")
         self.bias = ms.Parameter(ops.zeros(1, ms.float32), name="bias")
         self.deep, width = mlp(fields * dim, hidden, dropout)
         self.out = nn.Dense(width, 1)

@@ -18,10 +18,11 @@ K = 10  # the k of HR@k / NDCG@k
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
     m = cfg.model
     if meta["mode"] == "ctr":
-        network = DeepFM(meta["rows"], meta["fields"], m.embed_dim, m.hidden, m.dropout)
+        network = DeepFM(meta["rows"], meta["fields"], m.embed_dim, m.hidden, m.dropout, m.sparse)
         return Model(network=network, loss=FeatureLoss(network))
     users, items = IdMap.from_meta(meta["users"]).rows, IdMap.from_meta(meta["items"]).rows
-    network = (TwoTower if m.kind == "two_tower" else NeuMF)(users, items, m.embed_dim, m.hidden, m.dropout)
+    network = (TwoTower if m.kind == "two_tower" else NeuMF)(users, items, m.embed_dim, m.hidden, m.dropout,
+                                                             m.sparse)
     return Model(network=network, loss=PairLoss(network))
 
 
@@ -113,7 +114,10 @@ def exports(network: nn.Cell, meta: dict, cfg) -> dict:
 
 
 def capabilities(cfg) -> Capabilities:
-    return Capabilities()  # dense embeddings: accumulation exact, AMP and clipping fine
+    if cfg.model.sparse:  # sparse gradients: no accumulation buffers, overflow check, norm or all-reduce
+        return Capabilities(grad_accum="none", amp=False, grad_clip=False, distributed=False,
+                            reason="model.sparse=true gives sparse embedding gradients")
+    return Capabilities()  # dense embeddings: accumulation exact, AMP, clipping, data parallel fine
 
 
 TASK = Task(name="recommender", load_data=load_data, build_model=build_model, evaluate=evaluate,
