@@ -17,13 +17,12 @@ import re
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 
 from ...engine.errors import DataError
+from ...engine.images import open_image, read_npz, to_array
 from ...engine.task import Data
 from .config import DataConfig
 
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
 PAD, UNK = "<pad>", "<unk>"  # token ids 0 and 1
 # Attribute words for the low and high third of each measurement (per class); the middle third says nothing.
 ATTRIBUTES = {"ink": ("thin", "thick"), "slant": ("leaning left", "leaning right"), "width": ("narrow", "wide")}
@@ -65,23 +64,10 @@ def read_pairs(cfg: DataConfig) -> tuple[np.ndarray, list[str], np.ndarray | Non
 
 
 def _read_npz(path: Path, cfg: DataConfig):
-    try:
-        with np.load(path) as arrays:
-            images, labels = arrays["images"], arrays["labels"].astype(np.int32)
-    except (OSError, ValueError, KeyError) as exc:
-        raise DataError(f"{path}: cannot read 'images' and 'labels' arrays ({exc})") from None
-    if images.ndim == 3:
-        images = images[..., None]
-    if images.ndim != 4 or len(images) != len(labels) or len(images) == 0:
-        raise DataError(f"{path}: images must be (N, H, W[, C]) with one label each, N > 0")
+    array, labels = read_npz(path, cfg.image_size, cfg.channels)
     if labels.min() < 0 or labels.max() >= len(cfg.class_names):
         raise DataError(f"{path}: labels run from {labels.min()} to {labels.max()} but data.class_names "
                         f"names {len(cfg.class_names)} classes")
-    if images.dtype != np.uint8:  # floats are taken to be in [0, 1]
-        images = (np.clip(images, 0, 1) * 255).round().astype(np.uint8)
-    array = np.stack([preprocess(Image.fromarray(img[..., 0] if img.shape[-1] == 1 else img),
-                                 cfg.image_size, cfg.channels)
-                      for img in images])
     classes = list(cfg.class_names)
     texts = [caption(cfg.prompt, classes[label]) for label in labels]
     return array, texts, labels, classes
@@ -111,7 +97,7 @@ def _read_folder(root: Path, cfg: DataConfig):
         file = root / record["file_name"]
         if not file.is_file():
             raise DataError(f"{where}: image {record['file_name']!r} not found in {root}")
-        images.append(preprocess(open_image(file), cfg.image_size, cfg.channels))
+        images.append(to_array(open_image(file), cfg.image_size, cfg.channels))
         texts.append(record["text"].strip())
         names.append(record.get("label"))
     if not images:
@@ -124,22 +110,6 @@ def _read_folder(root: Path, cfg: DataConfig):
     classes = sorted({str(name) for name in names})
     labels = np.asarray([classes.index(str(name)) for name in names], np.int32)
     return np.stack(images), texts, labels, classes
-
-
-def preprocess(image: Image.Image, size: int, channels: int) -> np.ndarray:
-    """One PIL image -> float32 (C, H, W) in [0, 1], as training saw it."""
-    image = image.convert("L" if channels == 1 else "RGB").resize((size, size))
-    array = np.asarray(image, dtype=np.float32) / 255.0
-    return array[None] if channels == 1 else array.transpose(2, 0, 1)
-
-
-def open_image(file: Path) -> Image.Image:
-    try:
-        image = Image.open(file)
-        image.load()
-    except (UnidentifiedImageError, OSError):
-        raise DataError(f"{file}: not a readable image (corrupt or unsupported format)") from None
-    return image
 
 
 def normalise(images: np.ndarray, meta: dict) -> np.ndarray:

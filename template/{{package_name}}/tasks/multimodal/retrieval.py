@@ -14,7 +14,8 @@ import numpy as np
 from mindspore import Tensor, nn
 
 from ...engine.errors import DataError
-from .data import IMAGE_SUFFIXES, caption, normalise, open_image, preprocess, tokenize, words
+from ...engine.images import IMAGE_SUFFIXES, open_image, to_array
+from .data import caption, normalise, tokenize, words
 
 
 def embed(encoder: nn.Cell, array: np.ndarray, batch_size: int = 512) -> np.ndarray:
@@ -70,7 +71,7 @@ def load_images(paths: list[Path], meta: dict) -> np.ndarray:
     for path in paths:
         if not path.is_file():
             raise DataError(f"{path}: no such image file")
-    return np.stack([preprocess(open_image(path), meta["image_size"], meta["channels"]) for path in paths])
+    return np.stack([to_array(open_image(path), meta["image_size"], meta["channels"]) for path in paths])
 
 
 def known_captions(meta: dict) -> list[str]:

@@ -5,13 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 
 from ...engine.errors import DataError
+from ...engine.images import IMAGE_SUFFIXES, open_image, read_npz, to_array
 from ...engine.task import Data
 from .config import DataConfig
-
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
 
 
 def load_data(cfg) -> Data:
@@ -44,22 +42,6 @@ def read_images(cfg: DataConfig) -> tuple[np.ndarray, np.ndarray, list[str]]:
     return images, labels, classes
 
 
-def preprocess(image: Image.Image, cfg: DataConfig) -> np.ndarray:
-    """One PIL image -> float32 (C, H, W) in [0, 1], as training saw it."""
-    image = image.convert("L" if cfg.channels == 1 else "RGB").resize((cfg.image_size, cfg.image_size))
-    array = np.asarray(image, dtype=np.float32) / 255.0
-    return array[None] if cfg.channels == 1 else array.transpose(2, 0, 1)
-
-
-def open_image(file: Path) -> Image.Image:
-    try:
-        image = Image.open(file)
-        image.load()
-    except (UnidentifiedImageError, OSError):
-        raise DataError(f"{file}: not a readable image (corrupt or unsupported format)") from None
-    return image
-
-
 def stratified_split(labels: np.ndarray, eval_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     train, held = [], []
@@ -79,24 +61,11 @@ def _read_folder(root: Path, cfg: DataConfig):
     for label, name in enumerate(classes):
         for file in sorted((root / name).iterdir()):
             if file.suffix.lower() in IMAGE_SUFFIXES:
-                images.append(preprocess(open_image(file), cfg))
+                images.append(to_array(open_image(file), cfg.image_size, cfg.channels))
                 labels.append(label)
     return np.stack(images) if images else np.zeros((0,)), np.asarray(labels, np.int32), classes
 
 
 def _read_npz(path: Path, cfg: DataConfig):
-    try:
-        with np.load(path) as arrays:
-            images, labels = arrays["images"], arrays["labels"].astype(np.int32)
-    except (OSError, ValueError, KeyError) as exc:
-        raise DataError(f"{path}: cannot read 'images' and 'labels' arrays ({exc})") from None
-    if images.ndim == 3:
-        images = images[..., None]
-    if images.ndim != 4 or len(images) != len(labels):
-        raise DataError(f"{path}: images must be (N, H, W[, C]) with one label each")
-    if images.dtype != np.uint8:  # floats are taken to be in [0, 1]
-        images = (np.clip(images, 0, 1) * 255).round().astype(np.uint8)
-    array = np.stack([preprocess(Image.fromarray(img[..., 0] if img.shape[-1] == 1 else img), cfg)
-                      for img in images])
-    classes = [str(c) for c in range(int(labels.max()) + 1)]
-    return array, labels, classes
+    images, labels = read_npz(path, cfg.image_size, cfg.channels)
+    return images, labels, [str(c) for c in range(int(labels.max()) + 1)]

@@ -1,0 +1,48 @@
+"""Image reading for the tasks that take pictures: decoding, resizing and the ``.npz`` layout
+in one place, with errors that name the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from .errors import DataError
+
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
+
+
+def open_image(file: Path) -> Image.Image:
+    try:
+        image = Image.open(file)
+        image.load()
+    except (UnidentifiedImageError, OSError):
+        raise DataError(f"{file}: not a readable image (corrupt or unsupported format)") from None
+    return image
+
+
+def to_array(image: Image.Image, size: int, channels: int) -> np.ndarray:
+    """One PIL image -> float32 (C, size, size) in [0, 1]: grayscale (C=1) or RGB (C=3)."""
+    image = image.convert("L" if channels == 1 else "RGB").resize((size, size))
+    array = np.asarray(image, dtype=np.float32) / 255.0
+    return array[None] if channels == 1 else array.transpose(2, 0, 1)
+
+
+def read_npz(path: Path, size: int, channels: int) -> tuple[np.ndarray, np.ndarray]:
+    """``images`` (N, H, W[, C], uint8 or float in [0, 1]) and ``labels`` (N,) from an .npz
+    file -> float32 (N, C, size, size) in [0, 1] and int32 labels."""
+    try:
+        with np.load(path) as arrays:
+            images, labels = arrays["images"], arrays["labels"].astype(np.int32)
+    except (OSError, ValueError, KeyError) as exc:
+        raise DataError(f"{path}: cannot read 'images' and 'labels' arrays ({exc})") from None
+    if images.ndim == 3:
+        images = images[..., None]
+    if images.ndim != 4 or len(images) != len(labels) or len(images) == 0:
+        raise DataError(f"{path}: images must be (N, H, W[, C]) with one label each, N > 0")
+    if images.dtype != np.uint8:  # floats are taken to be in [0, 1]
+        images = (np.clip(images, 0, 1) * 255).round().astype(np.uint8)
+    arrays = [to_array(Image.fromarray(img[..., 0] if img.shape[-1] == 1 else img), size, channels)
+              for img in images]
+    return np.stack(arrays), labels
