@@ -100,7 +100,7 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path} must hold a mapping of sections")
     for item in overrides:
-        _apply_override(raw, item)
+        apply_override(raw, item)
     return build_config(raw, source=str(path))
 
 
@@ -116,7 +116,7 @@ def build_config(raw: dict[str, Any], source: str = "config") -> Config:
         raise ConfigError(f"{source}: {_describe(exc.errors()[0], schema)}") from None
 
 
-def _apply_override(raw: dict[str, Any], item: str) -> None:
+def apply_override(raw: dict[str, Any], item: str) -> None:
     key, sep, text = item.partition("=")
     if not sep or not key:
         raise ConfigError(f"override {item!r} must look like section.key=value")

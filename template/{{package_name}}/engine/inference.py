@@ -8,7 +8,7 @@ from typing import Any
 from mindspore import nn
 
 from . import checkpoint, runtime
-from .config import Config, _apply_override, build_config
+from .config import Config, apply_override, build_config
 from .task import Comm, Task
 
 
@@ -26,7 +26,7 @@ def load_trained(path: str, overrides: list[str] = ()) -> Trained:
     params, meta = checkpoint.read(path)
     raw = meta["config"]
     for item in overrides:
-        _apply_override(raw, item)
+        apply_override(raw, item)
     cfg = build_config(raw, source=f"{path} (saved config)")
     runtime.setup(cfg)
     from ..tasks import get_task
