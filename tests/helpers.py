@@ -6,17 +6,23 @@ project = generate(tmp_path, "vision", epochs=1)   # a git repo with one commit
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import jinja2
 import yaml
 
 from msscaffold import generate as _generate
 from msscaffold.source import TemplateSource
-from msscaffold.tasks import availability
+from msscaffold.tasks import FACTS, task_names
 
 REPO = Path(__file__).resolve().parents[1]
+PACKAGE_DIR = next(  # the package folder's name in template/ ("{{ package_name }}", spacing as committed)
+    (p.name for p in (REPO / "template").iterdir() if re.fullmatch(r"\{\{\s*package_name\s*\}\}", p.name)),
+    "{{ package_name }}",
+)
 CHECKOUT = TemplateSource(str(REPO), "HEAD", "checkout")  # working tree, uncommitted changes included
 
 
@@ -25,8 +31,20 @@ def copier_yml() -> dict:
 
 
 def available_tasks() -> list[str]:
-    """Tasks this checkout's copier.yml accepts."""
-    return [task for task, reason in availability(copier_yml()).items() if reason is None]
+    """Tasks this checkout's copier.yml offers (the ``task`` choices)."""
+    return task_names(copier_yml())
+
+
+def task_facts(task: str, repo: Path = REPO):
+    """The task's facts file as a Jinja module: ``summary``, ``epochs``, ``entry_script``, ``target``..."""
+    return (
+        jinja2.Environment().from_string((repo / FACTS.format(task=task)).read_text(encoding="utf-8")).module
+    )
+
+
+def computed_questions() -> set[str]:
+    """copier.yml questions that are derived, never asked nor recorded (``when: false``)."""
+    return {k for k, v in copier_yml().items() if isinstance(v, dict) and v.get("when") is False}
 
 
 def generate(

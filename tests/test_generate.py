@@ -8,16 +8,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, available_tasks, copier_yml, generate, git, msscaffold, read_answers
-
-from msscaffold.tasks import TASKS
-
-PACKAGE_DIR = next(
-    (p.name for p in (REPO / "template").iterdir() if re.fullmatch(r"\{\{\s*package_name\s*\}\}", p.name)),
-    "{{ package_name }}",
+from helpers import (
+    PACKAGE_DIR,
+    REPO,
+    available_tasks,
+    computed_questions,
+    copier_yml,
+    generate,
+    git,
+    msscaffold,
+    read_answers,
 )
+
 TASKS_DIR = REPO / "template" / PACKAGE_DIR / "tasks"
-ENTRY_SCRIPTS = {"nlp": "generate.py", "recommender": "recommend.py", "multimodal": "retrieve.py"}
 JUNK = re.compile(
     r"(^|/)(__pycache__|\.DS_Store|\.ruff_cache|\.pytest_cache|_partials)(/|$)|\.(py[co]|jinja|rej)$"
 )
@@ -48,32 +51,33 @@ def committed_task_folders() -> set[str]:
     return {path[len(rel) + 1 :].split("/")[0] for path in listed if path.count("/") > rel.count("/") + 1}
 
 
-def test_availability_agrees_with_template_folders():
-    available, folders = set(available_tasks()), committed_task_folders() & set(TASKS)
+def test_task_choices_agree_with_template_folders():
+    available, folders = set(available_tasks()), committed_task_folders()
     assert available == folders, (
-        f"copier.yml's task validator lists {sorted(available)} but the committed task folders are "
-        f"{sorted(folders)}: add/remove the task in the validator's `available` list"
+        f"copier.yml's task choices are {sorted(available)} but the committed task folders are "
+        f"{sorted(folders)}: add/remove the task's line in the choices"
     )
 
 
 def test_task_not_built_yet_is_refused(tmp_path):
-    """A template whose validator lists only vision (as before the other tasks landed): both
+    """A template whose choices list only vision (as before the other tasks landed): both
     msscaffold and plain Copier refuse nlp with one line and create nothing."""
     clone = tmp_path / "vision-only"
     git("clone", "-q", "--no-tags", str(REPO), str(clone), cwd=tmp_path)
     text = (clone / "copier.yml").read_text(encoding="utf-8")
-    shrunk = re.sub(r"\{% set available = \[[^\]]*\] %\}", "{% set available = ['vision'] %}", text)
+    shrunk = re.sub(r"\n    (nlp|recommender|multimodal): \1", "", text)
     assert shrunk != text
     (clone / "copier.yml").write_text(shrunk, encoding="utf-8")
     git("commit", "-qam", "only vision", cwd=clone)
 
-    result = msscaffold("new", "proj", "--task", "nlp", "--template", str(clone), "--vcs-ref", "HEAD",
-                        cwd=tmp_path)
+    result = msscaffold(
+        "new", "proj", "--task", "nlp", "--template", str(clone), "--vcs-ref", "HEAD", cwd=tmp_path
+    )
     lines = result.stderr.strip().splitlines()
     assert result.returncode != 0 and len(lines) == 1 and "not available" in lines[0], result.stderr
     cmd = [sys.executable, "-m", "copier", "copy", "--defaults", "-d", "task=nlp", str(clone), "out"]
     plain = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    assert plain.returncode != 0 and "not available" in plain.stderr
+    assert plain.returncode != 0 and "nlp" in plain.stderr
     assert not (tmp_path / "proj").exists() and not (tmp_path / "out").exists()
 
 
@@ -85,9 +89,14 @@ def test_generated_tree_is_clean(tmp_path, task):
     files = tree(project)
     assert not [f for f in files if JUNK.search(f)], "junk files"
     assert not [f for f in files if "{{" in f or "{%" in f], "unrendered paths"
-    others = [t for t in TASKS if t != task]
-    assert not [f for f in files if any(f.startswith(f"{package}/tasks/{t}") for t in others)]
-    assert not [ENTRY_SCRIPTS[t] for t in others if t in ENTRY_SCRIPTS and ENTRY_SCRIPTS[t] in files]
+    assert {f.split("/")[2] for f in files if f.startswith(f"{package}/tasks/") and f.count("/") > 2} == {
+        task
+    }
+    scripts = {f for f in files if "/" not in f and f.endswith(".py")}
+    extra = scripts - {"train.py", "eval.py", "export.py"}  # at most the task's own command
+    assert len(extra) <= 1 and all(
+        f"tasks.{task}.cli import main" in (project / f).read_text() for f in extra
+    )
     leaks = [
         f
         for f in files
@@ -96,7 +105,7 @@ def test_generated_tree_is_clean(tmp_path, task):
         and LEAK.search((project / f).read_text())
     ]
     assert not leaks, f"Jinja leaked into {leaks}"
-    questions = {k for k in copier_yml() if not k.startswith("_")}
+    questions = {k for k in copier_yml() if not k.startswith("_")} - computed_questions()
     assert set(answers) == questions | {"_src_path", "_commit"}
     assert answers["task"] == task and answers["package_name"] == "my_proj"
     assert git("rev-list", "--count", "HEAD", cwd=project).strip() == "1"
@@ -130,8 +139,8 @@ def test_plain_copier_renders_the_same_project(tmp_path):
 
 def test_per_task_training_defaults(tmp_path):
     spec = copier_yml()
-    for key in ("epochs", "batch_size", "learning_rate"):
-        assert "[task]" in spec[key]["default"], key
+    for key in ("epochs", "batch_size", "learning_rate"):  # read from the task's own facts
+        assert f"'/config.jinja' as t %}}{{{{ t.{key} }}}}" in spec[key]["default"], key
     answers = read_answers(generate(tmp_path, available_tasks()[0], git=False, seed=7, device="CPU"))
     assert (answers["seed"], answers["device"]) == (7, "CPU")
     assert answers["epochs"] > 0 and answers["batch_size"] > 0 and answers["learning_rate"] > 0

@@ -18,17 +18,24 @@ from rich.markup import escape
 
 from msscaffold import __version__
 from msscaffold.errors import MsscaffoldError
-from msscaffold.tasks import TASKS
 
 app = typer.Typer(no_args_is_help=True, add_completion=True)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
 out = Console(soft_wrap=True, highlight=False)
 _state = {"debug": False}
-TASK_NAMES = tuple(TASKS)
+
+
+def _task_names(src) -> list[str]:
+    from msscaffold import source
+    from msscaffold.tasks import task_names
+
+    return task_names(source.copier_config(src))
 
 
 def _complete_task(incomplete: str) -> list[str]:
-    return [name for name in TASK_NAMES if name.startswith(incomplete)]
+    from msscaffold import source
+
+    return [name for name in _task_names(source.resolve()) if name.startswith(incomplete)]
 
 
 @contextmanager
@@ -86,7 +93,7 @@ def new(
     dest: Annotated[Path, typer.Argument(help="Folder to create (must be missing or empty).")],
     task: Annotated[
         str | None,
-        typer.Option(help=f"Task family: {', '.join(TASK_NAMES)}.", autocompletion=_complete_task),
+        typer.Option(help="Task family (see `msscaffold tasks`).", autocompletion=_complete_task),
     ] = None,
     name: Annotated[str | None, typer.Option(help="Project name [default: DEST's folder name].")] = None,
     data: Annotated[list[str], typer.Option("--data", "-d", help="Any template answer, KEY=VALUE.")] = [],  # noqa: B006
@@ -100,13 +107,15 @@ def new(
         from msscaffold import generate, source
 
         answers = _parse_data(data)
+        src = source.resolve(template, vcs_ref)
         if task is not None:
-            if task not in TASK_NAMES:
-                raise MsscaffoldError(f"unknown task {task!r} (choose from {', '.join(TASK_NAMES)})")
+            names = _task_names(src)
+            if names and task not in names:
+                raise MsscaffoldError(f"task {task!r} is not available in this template (available: "
+                                      f"{', '.join(names)})")
             answers["task"] = task
         if name is not None:
             answers["project_name"] = name
-        src = source.resolve(template, vcs_ref)
         interactive = sys.stdin.isatty() and not defaults
         result = generate.new_project(
             dest, source=src, data=answers, interactive=interactive, init_git=not no_git
@@ -139,10 +148,10 @@ def tasks() -> None:
     """List the task families, what each trains on by default, and which are available."""
     with errors():
         from msscaffold import source
-        from msscaffold.tasks import availability
+        from msscaffold.tasks import FACTS, describe
 
-        status = availability(source.copier_config(source.resolve()))
-        for task in TASKS.values():
-            state = "available" if status[task.name] is None else "not yet available"
-            out.print(f"{task.name:<12} {task.summary} ({state})")
+        src = source.resolve()
+        for name in _task_names(src):
+            task = describe(name, source.read_text(src, FACTS.format(task=name)))
+            out.print(f"{task.name:<12} {task.summary}")
             out.print(f"{'':<12} default: {task.trains_on}")

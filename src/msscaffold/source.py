@@ -126,16 +126,20 @@ def check_ref(source: TemplateSource) -> None:
         raise MsscaffoldError(f"template ref {source.ref!r} not found in {source.src}")
 
 
-def copier_config(source: TemplateSource) -> dict | None:
-    """The template's copier.yml at the ref to be rendered, or None where it cannot be read cheaply."""
+def read_text(source: TemplateSource, rel: str) -> str | None:
+    """A file of the template at the ref to be rendered, or None where it cannot be read cheaply."""
     path = source.path
     if path is None:
         return None
     if source.kind == "checkout" or not (path / ".git").exists():
-        file = path / "copier.yml"
-        text = file.read_text(encoding="utf-8") if file.is_file() else None
-    else:
-        text = git("show", f"{source.ref or 'HEAD'}:copier.yml", cwd=path, check=False) or None
+        file = path / rel
+        return file.read_text(encoding="utf-8") if file.is_file() else None
+    return git("show", f"{source.ref or 'HEAD'}:{rel}", cwd=path, check=False) or None
+
+
+def copier_config(source: TemplateSource) -> dict | None:
+    """The template's copier.yml at the ref to be rendered, or None where it cannot be read cheaply."""
+    text = read_text(source, "copier.yml")
     if text is None:
         return None
     try:

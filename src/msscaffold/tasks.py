@@ -1,7 +1,9 @@
-"""The four task families, and which of them a template version has built.
+"""The task families a template offers, read from the template itself.
 
-Availability has one source of truth: the ``task`` question's validator in copier.yml
-(so plain ``copier copy`` refuses the same tasks). This module evaluates that validator.
+The list is the ``task`` question's ``choices`` in copier.yml (so plain ``copier copy``
+offers the same tasks); what each task is and trains on comes from its facts file,
+``template/_partials/<task>/config.jinja``, which copier.yml reads for the task's defaults
+too. Adding a task to the template needs no change here.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import jinja2
+
+FACTS = "template/_partials/{task}/config.jinja"
 
 
 @dataclass(frozen=True)
@@ -18,41 +22,15 @@ class Task:
     trains_on: str
 
 
-TASKS = {
-    t.name: t
-    for t in (
-        Task(
-            "vision",
-            "image classification",
-            "ResNet-style CNN on the embedded scikit-learn 8x8 digits",
-        ),
-        Task(
-            "nlp",
-            "language modelling + text generation",
-            "decoder-only Transformer char LM on Python's bundled pydoc text",
-        ),
-        Task(
-            "recommender",
-            "top-K recommendation and CTR prediction",
-            "NeuMF top-K / DeepFM CTR on synthetic interactions or the MovieLens-100k subset",
-        ),
-        Task(
-            "multimodal",
-            "image-text contrastive retrieval",
-            "CLIP-style two-tower model on digits + generated captions",
-        ),
-    )
-}
+def task_names(config: dict | None) -> list[str]:
+    """The ``task`` choices of a parsed copier.yml, in their order."""
+    choices = ((config or {}).get("task") or {}).get("choices") or []
+    return [str(name) for name in (choices.values() if isinstance(choices, dict) else choices)]
 
 
-def availability(config: dict | None) -> dict[str, str | None]:
-    """Map each task to None when available, else the validator's reason."""
-    validator = ((config or {}).get("task") or {}).get("validator")
-    if not validator:
-        return {name: None for name in TASKS}
-    template = jinja2.Environment(autoescape=False).from_string(validator)
-    result = {}
-    for name in TASKS:
-        message = " ".join(template.render(task=name).split())
-        result[name] = message or None
-    return result
+def describe(name: str, facts: str | None) -> Task:
+    """A task's one-line summary and default training, from the text of its facts file."""
+    if facts is None:
+        return Task(name, "(no description in this template)", "?")
+    module = jinja2.Environment(autoescape=False).from_string(facts).module
+    return Task(name, str(getattr(module, "summary", "")), str(getattr(module, "trains_on", "")))

@@ -22,6 +22,7 @@ from typing import Any
 from tqdm import tqdm
 
 from .errors import ConfigError
+from .schema import Config
 
 
 class Callback:
@@ -127,6 +128,16 @@ class CurvePlot(Callback):
         fig.tight_layout()
         fig.savefig(self.run_dir / "curves.png", dpi=100)
         plt.close(fig)
+
+
+def build_callbacks(cfg: Config, run_dir: Path) -> list[Callback]:
+    """The built-in callbacks ``cfg`` asks for, then the user's own from ``train.callbacks``."""
+    callbacks = [ProgressBar(), MetricsLog(run_dir, cfg.output.metrics_format), Checkpoints()]
+    if cfg.train.early_stop_patience:
+        callbacks.append(EarlyStopping(cfg.train.early_stop_patience))
+    if cfg.output.plot:
+        callbacks.append(CurvePlot(run_dir))
+    return callbacks + load_user_callbacks(cfg.train.callbacks)
 
 
 def load_user_callbacks(specs: list[str]) -> list[Callback]:

@@ -1,91 +1,24 @@
-"""Typed run configuration: YAML file + ``--set a.b=c`` overrides, validated up front.
+"""Load a run configuration: YAML file + ``--set a.b=c`` overrides, validated up front.
 
-The engine owns the shared sections (runtime, train, optim, output); each task adds
-its own ``data`` and ``model`` sections. Everything is checked before MindSpore does
-any work, and every error names the key (and the closest valid key for a typo).
-This module never imports MindSpore.
+The schema lives in ``engine/schema.py`` (shared sections) and in each task's
+``config.py`` (its ``data`` and ``model`` sections and cross-section checks); the task
+registry says which schema a config's ``task:`` key selects. Everything is checked before
+MindSpore does any work, and every error names the key (and the closest valid key for a
+typo). This module never imports MindSpore.
 """
 
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ValidationError
 
+from ..tasks import config_schema
 from .errors import ConfigError
-
-
-class Section(BaseModel):
-    """Base for every config section: unknown keys are errors, values are not coerced silently."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-class Runtime(Section):
-    device: Literal["auto", "CPU", "GPU", "Ascend"] = "auto"
-    # oneDNN's instruction-set cap (env ONEDNN_MAX_CPU_ISA), set before the first op.
-    # "AVX2" makes small convolutions 10-20x faster on AVX-512 CPUs but slows matmul-heavy
-    # models; null leaves oneDNN's default.
-    onednn_max_isa: Literal["AVX2", "AVX512_CORE", "SSE41"] | None = None
-
-
-class Train(Section):
-    jit: bool = True  # false: run the same step in PyNative mode for debugging
-    epochs: int = Field(10, gt=0)
-    max_steps: int | None = Field(None, gt=0)  # optimizer steps; overrides epochs when set
-    batch_size: int = Field(64, gt=0)  # per device and per micro-step
-    grad_accum_steps: int = Field(1, gt=0)
-    amp_level: Literal["O0", "O1", "O2", "O3"] = "O0"
-    amp_dtype: Literal["float16", "bfloat16"] = "float16"
-    loss_scale: float = Field(2.0**16, gt=0)  # initial dynamic loss scale (amp only)
-    loss_scale_window: int = Field(1000, gt=0)  # finite steps before the scale grows
-    grad_clip: float | None = Field(None, gt=0)  # max global gradient norm
-    eval_every: int | None = Field(None, gt=0)  # optimizer steps; null = once per epoch
-    log_every: int = Field(10, gt=0)
-    early_stop_patience: int | None = Field(None, gt=0)  # evaluations without improvement
-    callbacks: list[str] = []  # "module:Class" user callbacks, see engine/callbacks.py
-
-
-class Optim(Section):
-    name: Literal["sgd", "momentum", "adam", "adamw", "lazy_adam"] = "adam"  # lazy_adam: for sparse embeddings
-    lr: float = Field(1e-3, gt=0)
-    weight_decay: float = Field(0.0, ge=0)
-    momentum: float = Field(0.9, ge=0, lt=1)
-    schedule: Literal["constant", "step", "cosine"] = "constant"
-    warmup_steps: int = Field(0, ge=0)
-    min_lr_ratio: float = Field(0.0, ge=0, le=1)  # cosine floor, as a fraction of lr
-    step_size: int = Field(1000, gt=0)  # "step" schedule: decay every N optimizer steps
-    gamma: float = Field(0.1, gt=0, le=1)
-
-
-class Output(Section):
-    dir: str = "runs"
-    name: str | None = None  # run folder name; null = timestamp
-    metrics_format: Literal["jsonl", "csv"] = "jsonl"
-    plot: bool = True
-
-
-class Config(Section):
-    task: str
-    seed: int = 42  # the same seed on every rank: identical init, data order differs by shard
-    runtime: Runtime = Runtime()
-    train: Train = Train()
-    optim: Optim = Optim()
-    output: Output = Output()
-    data: Section
-    model: Section
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
-
-    def digest(self) -> str:
-        text = json.dumps(self.to_dict(), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
+from .schema import Config
 
 
 def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
@@ -105,11 +38,8 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
 
 
 def build_config(raw: dict[str, Any], source: str = "config") -> Config:
-    """Validate a plain dict (e.g. a checkpoint's saved config) against the task's schema."""
-    from ..tasks import task_configs  # the task's own data/model sections
-
-    data_cls, model_cls = task_configs(raw.get("task"))
-    schema = create_model("Config", __base__=Config, data=(data_cls, data_cls()), model=(model_cls, model_cls()))
+    """Validate a plain dict (e.g. a checkpoint's saved config) against its task's schema."""
+    schema = config_schema(raw.get("task"))
     try:
         return schema.model_validate(raw)
     except ValidationError as exc:
@@ -132,6 +62,8 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
 def _describe(error: dict[str, Any], schema: type[BaseModel]) -> str:
     loc = [str(part) for part in error["loc"]]
     key = ".".join(loc)
+    if error["type"] == "value_error":  # a task's own check: its message names the keys
+        return error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
         hint = _closest(loc, schema)
         return f"unknown key {key!r}" + (f" (did you mean {hint!r}?)" if hint else "")

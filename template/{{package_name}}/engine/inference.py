@@ -7,8 +7,10 @@ from typing import Any
 
 from mindspore import nn
 
+from ..tasks import get_task
 from . import checkpoint, runtime
-from .config import Config, apply_override, build_config
+from .config import apply_override, build_config
+from .schema import Config
 from .task import Comm, Task
 
 
@@ -29,8 +31,6 @@ def load_trained(path: str, overrides: list[str] = ()) -> Trained:
         apply_override(raw, item)
     cfg = build_config(raw, source=f"{path} (saved config)")
     runtime.setup(cfg)
-    from ..tasks import get_task
-
     task = get_task(cfg.task)
     network = task.build_model(cfg, meta["task_meta"], Comm()).network
     checkpoint.restore(params, network)

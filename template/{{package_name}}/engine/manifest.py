@@ -13,7 +13,7 @@ import mindspore as ms
 import numpy as np
 import yaml
 
-from .config import Config
+from .schema import Config
 
 ANSWERS_FILE = Path(".copier-answers.yml")
 

@@ -8,7 +8,7 @@ import mindspore as ms
 import numpy as np
 from mindspore import nn, ops
 
-from .config import Optim
+from .schema import Optim
 
 
 def lr_schedule(cfg: Optim, total_steps: int) -> np.ndarray:

@@ -11,8 +11,8 @@ import random
 
 import numpy as np
 
-from .config import Config
 from .errors import ConfigError
+from .schema import Config
 
 _PREFERENCE = ("Ascend", "GPU", "CPU")
 

@@ -6,6 +6,10 @@ buffers, the k-th adds its own and applies: all-reduce across ranks, unscale, ov
 check, clip, optimizer update. So k micro-batches of b update the weights exactly like
 one batch of k*b, and distributed/AMP work happens once per optimizer step.
 
+Mixed precision (``train.amp_level`` other than O0) casts the loss network with
+``amp.auto_mixed_precision`` and scales the loss dynamically; an overflowed step is
+skipped and the scale shrinks. In fp32 the scaler is the identity: one code path.
+
 ``train.jit: false`` runs the very same functions eagerly (PyNative) for debugging.
 """
 
@@ -13,6 +17,18 @@ from __future__ import annotations
 
 import mindspore as ms
 from mindspore import amp, nn, ops
+
+from .schema import Train
+
+
+def build_train_step(loss_net: nn.Cell, optimizer: nn.Optimizer, reducer, cfg: Train) -> TrainStep:
+    """The step ``cfg`` describes: accumulation, mixed precision + loss scaling, clipping, jit."""
+    amp_on = cfg.amp_level != "O0"
+    if amp_on:
+        loss_net = amp.auto_mixed_precision(loss_net, cfg.amp_level, getattr(ms, cfg.amp_dtype))
+    scaler = amp.DynamicLossScaler(cfg.loss_scale, 2, cfg.loss_scale_window) if amp_on else None
+    return TrainStep(loss_net, optimizer, reducer, accum_steps=cfg.grad_accum_steps, loss_scaler=scaler,
+                     check_overflow=amp_on, grad_clip=cfg.grad_clip, jit=cfg.jit)
 
 
 class TrainStep:

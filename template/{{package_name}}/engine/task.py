@@ -3,6 +3,15 @@
 A task contributes data, a network, a loss, an evaluator and exports. It declares which
 engine features are valid for it (``Capabilities``); the engine refuses the rest before
 training starts. The engine never branches on the task's name.
+
+What the engine relies on:
+- ``load_data(cfg)`` returns all of the data; the engine shards ``Data.train`` by rank.
+- ``Data.train`` is ready to batch (normalised, tokenised...). ``Data.eval`` stays raw:
+  ``evaluate`` prepares it with ``data.meta``, which is the training run's own meta when
+  ``eval.py`` scores a checkpoint on other data (so no statistic of the new data leaks in).
+- ``data.meta`` is JSON-serialisable and is everything ``build_model``, ``evaluate`` and
+  ``exports`` need besides the config: it is saved in every checkpoint.
+- The loss lives next to the network, in the task's ``model.py``.
 """
 
 from __future__ import annotations
@@ -12,6 +21,8 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 from mindspore import Tensor, nn
+
+from .schema import Config
 
 
 @dataclass(frozen=True)
@@ -46,7 +57,7 @@ class Data:
     names, id maps...) and is saved in every checkpoint so inference can rebuild it."""
 
     train: dict[str, np.ndarray]
-    eval: Any
+    eval: Any  # raw held-out examples, prepared by ``Task.evaluate`` with ``meta``
     meta: dict[str, Any] = field(default_factory=dict)
 
 
@@ -62,15 +73,16 @@ class Model:
 @dataclass(frozen=True)
 class Task:
     name: str
-    load_data: Callable[[Any], Data]  # (cfg) -> Data, full data; the engine shards by rank
-    build_model: Callable[[Any, dict, Comm], Model]  # (cfg, meta, comm)
-    evaluate: Callable[[nn.Cell, Data, Any], dict[str, float]]  # whole eval set -> metrics
-    monitor: str | Callable[[Any], str]  # metric that picks the best checkpoint (or cfg -> metric)
+    load_data: Callable[[Config], Data]  # full data; the engine shards Data.train by rank
+    build_model: Callable[[Config, dict, Comm], Model]  # (cfg, meta, comm)
+    evaluate: Callable[[nn.Cell, Data, Config], dict[str, float]]  # whole eval set -> metrics
+    monitor: str | Callable[[Config], str]  # metric that picks the best checkpoint (or cfg -> metric)
     mode: Literal["max", "min"]
-    exports: Callable[[nn.Cell, dict, Any], dict[str, tuple[nn.Cell, tuple[Tensor, ...]]]]
-    capabilities: Callable[[Any], Capabilities] = lambda cfg: Capabilities()
+    # name -> (cell, example inputs) for MINDIR export; axis 0 of every input becomes dynamic
+    exports: Callable[[nn.Cell, dict, Config], dict[str, tuple[nn.Cell, tuple[Tensor, ...]]]]
+    capabilities: Callable[[Config], Capabilities] = lambda cfg: Capabilities()
     # Called on fresh training runs only (not on resume or inference), e.g. to load pretrained weights.
-    warm_start: Callable[[nn.Cell, Any], None] = lambda network, cfg: None
+    warm_start: Callable[[nn.Cell, Config], None] = lambda network, cfg: None
 
-    def monitor_for(self, cfg) -> str:
+    def monitor_for(self, cfg: Config) -> str:
         return self.monitor(cfg) if callable(self.monitor) else self.monitor

@@ -4,23 +4,22 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import mindspore as ms
-from mindspore import amp
-
 from ..tasks import get_task
 from . import checkpoint, distributed, manifest, runtime
-from .callbacks import Callback, Checkpoints, CurvePlot, EarlyStopping, MetricsLog, ProgressBar, load_user_callbacks
-from .config import Config
+from .callbacks import Callback, build_callbacks
 from .data import Batches
 from .errors import CheckpointError, ConfigError
 from .manifest import template_version
 from .optim import build_optimizer, current_lr, lr_schedule
-from .step import NoLossScaling, TrainStep
+from .schema import Config
+from .step import build_train_step
+from .task import Capabilities, Comm, Task
 
 
 @dataclass
@@ -36,110 +35,96 @@ class State:
     skipped_steps: int = 0  # overflowed (fp16) steps whose update was skipped
 
 
-def train(cfg: Config, resume: str | None = None, callbacks: list[Callback] = ()) -> dict[str, Any]:
+def train(cfg: Config, resume: str | None = None, callbacks: list[Callback] = (), task: Task | None = None
+          ) -> dict[str, Any]:
     """Train, evaluate and checkpoint as ``cfg`` says; return the final metrics and where they went."""
-    return Trainer(cfg, resume, list(callbacks)).fit()
+    return Trainer(cfg, task or get_task(cfg.task), resume=resume, callbacks=callbacks).fit()
 
 
 class Trainer:
-    def __init__(self, cfg: Config, resume: str | None, callbacks: list[Callback]):
-        self.cfg = cfg
-        self.task = get_task(cfg.task)
-        self.monitor = self.task.monitor_for(cfg)
-        caps = self.task.capabilities(cfg)
-        _check_capabilities(cfg, caps)
-        resume_path = _find_resume(cfg, resume)
+    def __init__(self, cfg: Config, task: Task, *, resume: str | None = None, callbacks: list[Callback] = ()):
+        self.cfg, self.task = cfg, task
+        self.monitor = task.monitor_for(cfg)
+        caps = task.capabilities(cfg)
+        check_capabilities(cfg, caps)
+        resume_path = find_resume(cfg, resume)
         self.device = runtime.setup(cfg)
         self.comm = distributed.init()
-        if self.comm.size > 1 and not caps.distributed:
-            raise ConfigError(f"this {cfg.task} configuration cannot train data parallel"
-                              f"{f' ({caps.reason})' if caps.reason else ''}; run it as one process")
-        self.data = self.task.load_data(cfg)
+        check_distributed(cfg, caps, self.comm)
+        self.data = task.load_data(cfg)
         self.batches = Batches(self.data.train, cfg.train.batch_size, cfg.seed, self.comm)
-        self.steps_per_epoch = len(self.batches) // cfg.train.grad_accum_steps
-        if self.steps_per_epoch == 0:
-            raise ConfigError(f"train.grad_accum_steps={cfg.train.grad_accum_steps} exceeds the "
-                              f"{len(self.batches)} batches in an epoch")
+        self.steps_per_epoch = steps_per_epoch(len(self.batches), cfg.train.grad_accum_steps)
         self.total_steps = cfg.train.max_steps or cfg.train.epochs * self.steps_per_epoch
 
-        model = self.task.build_model(cfg, self.data.meta, self.comm)
+        model = task.build_model(cfg, self.data.meta, self.comm)
         self.network = model.network
         self.schedule = lr_schedule(cfg.optim, self.total_steps)
         self.optimizer = build_optimizer(cfg.optim, self.network.trainable_params(), self.schedule)
-        amp_on = cfg.train.amp_level != "O0"
-        loss_net = amp.auto_mixed_precision(model.loss, cfg.train.amp_level, getattr(ms, cfg.train.amp_dtype)) \
-            if amp_on else model.loss
-        self.scaler = amp.DynamicLossScaler(cfg.train.loss_scale, 2, cfg.train.loss_scale_window) \
-            if amp_on else NoLossScaling()
         reducer = distributed.grad_reducer(self.optimizer.parameters, self.comm)
-        self.step_fn = TrainStep(loss_net, self.optimizer, reducer,
-                                 accum_steps=cfg.train.grad_accum_steps, loss_scaler=self.scaler,
-                                 check_overflow=amp_on, grad_clip=cfg.train.grad_clip, jit=cfg.train.jit)
+        self.step_fn = build_train_step(model.loss, self.optimizer, reducer, cfg.train)
+        model.loss.set_train(True)
 
         self.state = State()
         self.history: list[dict[str, Any]] = []
+        self.losses: list = []  # micro-step losses since the last log row
         self.should_stop = False
+        self.evaluated_at = -1  # the optimizer step of the last evaluation
         self.last_metrics: dict[str, float] = {}
-        model.loss.set_train(True)
-        if resume_path:
-            self._resume(resume_path)
-        else:
-            self.task.warm_start(self.network, cfg)
-            self.run_dir = _new_run_dir(cfg, self.comm.is_main)
+        self.run_dir = self._resume(resume_path) if resume_path else self._start_fresh()
         if self.comm.is_main:
             manifest.write(self.run_dir, cfg, self.device, self.comm.size)
-        self.callbacks = [ProgressBar(), MetricsLog(self.run_dir, cfg.output.metrics_format), Checkpoints()]
-        if cfg.train.early_stop_patience:
-            self.callbacks.append(EarlyStopping(cfg.train.early_stop_patience))
-        if cfg.output.plot:
-            self.callbacks.append(CurvePlot(self.run_dir))
-        self.callbacks += load_user_callbacks(cfg.train.callbacks) + callbacks
+        self.callbacks = build_callbacks(cfg, self.run_dir) + list(callbacks)
         if caps.grad_accum == "approximate" and cfg.train.grad_accum_steps > 1:
             warnings.warn(f"train.grad_accum_steps={cfg.train.grad_accum_steps}: {caps.reason}", stacklevel=2)
 
     # -- the loop -------------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        return self.should_stop or self.state.step >= self.total_steps
+
     def fit(self) -> dict[str, Any]:
-        cfg, k = self.cfg, self.cfg.train.grad_accum_steps
-        global_batch = cfg.train.batch_size * k * self.comm.size
-        self._say(f"{self.task.name}: {self.total_steps} optimizer steps, global batch {global_batch} "
-                  f"= {cfg.train.batch_size} x {k} accumulation x {self.comm.size} device(s) on {self.device}, "
-                  f"{'jit' if cfg.train.jit else 'PyNative'}, amp {cfg.train.amp_level}; run dir {self.run_dir}")
+        cfg = self.cfg.train
+        self._say(f"{self.task.name}: {self.total_steps} optimizer steps, global batch {self.global_batch} "
+                  f"= {cfg.batch_size} x {cfg.grad_accum_steps} accumulation x {self.comm.size} device(s) on "
+                  f"{self.device}, {'jit' if cfg.jit else 'PyNative'}, amp {cfg.amp_level}; run dir {self.run_dir}")
         self._hook("on_train_begin")
-        losses, tick, last_eval = [], time.perf_counter(), -1
-        while self.state.step < self.total_steps and not self.should_stop:
-            for i, batch in enumerate(self.batches.epoch(self.state.epoch, self.state.batch), self.state.batch):
-                apply = (i + 1) % k == 0
-                loss, finite = self.step_fn(batch, apply)
-                finite = bool(finite.asnumpy())  # read every step: keeps the host in step (see step.py)
-                losses.append(loss)
-                if not apply:
-                    continue
-                self.state.batch = i + 1
-                self.state.step += 1
-                self.state.skipped_steps += not finite
-                if self.state.step % cfg.train.log_every == 0 or self.state.step == self.total_steps:
-                    elapsed, tick = time.perf_counter() - tick, time.perf_counter()
-                    self._hook("on_step_end", self._step_logs(losses, elapsed, global_batch))
-                    losses = []
-                if cfg.train.eval_every and self.state.step % cfg.train.eval_every == 0:
-                    self.evaluate()
-                    last_eval = self.state.step
-                if self.should_stop or self.state.step >= self.total_steps or \
-                        self.state.batch + k > len(self.batches):
-                    break
-            if self.state.batch + k > len(self.batches):  # epoch finished
-                self._hook("on_epoch_end", self.state.epoch)
-                self.state.epoch, self.state.batch = self.state.epoch + 1, 0
-                if not cfg.train.eval_every and not self.should_stop:
-                    self.evaluate()
-                    last_eval = self.state.step
-        if last_eval != self.state.step:
+        self.tick = time.perf_counter()
+        while not self.finished:
+            self.train_epoch()
+        if self.evaluated_at != self.state.step:
             self.evaluate()
         summary = {"run_dir": str(self.run_dir), "steps": self.state.step, "epochs": self.state.epoch,
                    "skipped_steps": self.state.skipped_steps, "best": self.state.best, "monitor": self.monitor,
                    **self.last_metrics}
         self._hook("on_train_end", summary)
         return summary
+
+    def train_epoch(self) -> None:
+        """Optimizer steps from the current position to the end of the epoch (or of training)."""
+        k, eval_every = self.cfg.train.grad_accum_steps, self.cfg.train.eval_every
+        batches = self.batches.epoch(self.state.epoch, start=self.state.batch)
+        while self.state.batch // k < self.steps_per_epoch and not self.finished:
+            self.optimizer_step(batches)
+            if eval_every and self.state.step % eval_every == 0:
+                self.evaluate()
+        if self.state.batch // k == self.steps_per_epoch:  # the epoch is complete
+            self._hook("on_epoch_end", self.state.epoch)
+            self.state.epoch, self.state.batch = self.state.epoch + 1, 0
+            if not eval_every and not self.should_stop:
+                self.evaluate()
+
+    def optimizer_step(self, batches: Iterator) -> None:
+        """k micro-steps (``train.grad_accum_steps``): gradients add up, the last one updates."""
+        k = self.cfg.train.grad_accum_steps
+        for micro_step in range(k):
+            loss, finite = self.step_fn(next(batches), apply=micro_step == k - 1)
+            finite = bool(finite.asnumpy())  # read every step: keeps the host in step (see step.py)
+            self.losses.append(loss)
+        self.state.batch += k
+        self.state.step += 1
+        self.state.skipped_steps += not finite
+        if self.state.step % self.cfg.train.log_every == 0 or self.state.step == self.total_steps:
+            self._hook("on_step_end", self._step_logs())
 
     def evaluate(self) -> dict[str, float]:
         self.network.set_train(False)
@@ -150,6 +135,7 @@ class Trainer:
         self.state.improved = better
         self.state.best = value if better else best
         self.state.evals_since_best = 0 if better else self.state.evals_since_best + 1
+        self.evaluated_at = self.state.step
         self.last_metrics = metrics
         self._hook("on_eval_end", metrics)
         return metrics
@@ -160,26 +146,38 @@ class Trainer:
             return
         meta = {"format": 1, "state": asdict(self.state), "config": self.cfg.to_dict(), "task_meta": self.data.meta,
                 "template_commit": template_version(), "saved": datetime.now().isoformat(timespec="seconds")}
-        checkpoint.save(self.run_dir / name, [self.network, self.optimizer, self.scaler], meta)
+        checkpoint.save(self.run_dir / name, [self.network, self.optimizer, self.step_fn.scaler], meta)
 
-    def _resume(self, path: Path) -> None:
+    def _start_fresh(self) -> Path:
+        self.task.warm_start(self.network, self.cfg)
+        return new_run_dir(self.cfg, self.comm.is_main)
+
+    def _resume(self, path: Path) -> Path:
         params, meta = checkpoint.read(path)
         if meta.get("config", {}).get("task") != self.cfg.task:
             raise CheckpointError(f"{path} was trained for task {meta.get('config', {}).get('task')!r}, "
                                   f"not {self.cfg.task!r}")
-        checkpoint.restore(params, self.network, self.optimizer, self.scaler)
+        checkpoint.restore(params, self.network, self.optimizer, self.step_fn.scaler)
         self.state = State(**meta["state"])
-        self.run_dir = path.parent
         self._say(f"resumed from {path} at step {self.state.step} (epoch {self.state.epoch})")
+        return path.parent
 
     # -- helpers --------------------------------------------------------------------------
-    def _step_logs(self, losses, elapsed: float, global_batch: int) -> dict[str, Any]:
+    @property
+    def global_batch(self) -> int:
+        return self.cfg.train.batch_size * self.cfg.train.grad_accum_steps * self.comm.size
+
+    def _step_logs(self) -> dict[str, Any]:
+        """The log row of the steps since the last one (mean loss, throughput); resets the window."""
+        losses, self.losses = self.losses, []
+        elapsed, self.tick = time.perf_counter() - self.tick, time.perf_counter()
         steps = len(losses) / self.cfg.train.grad_accum_steps
         return {"step": self.state.step, "epoch": self.state.epoch,
                 "loss": sum(float(loss.asnumpy()) for loss in losses) / len(losses),
                 "lr": current_lr(self.optimizer, self.schedule),
-                "samples_per_s": steps * global_batch / max(elapsed, 1e-9),
-                "skipped_steps": self.state.skipped_steps, "loss_scale": float(self.scaler.scale_value.asnumpy())}
+                "samples_per_s": steps * self.global_batch / max(elapsed, 1e-9),
+                "skipped_steps": self.state.skipped_steps,
+                "loss_scale": float(self.step_fn.scaler.scale_value.asnumpy())}
 
     def _hook(self, name: str, *args) -> None:
         for callback in self.callbacks:
@@ -190,7 +188,20 @@ class Trainer:
             print(text, flush=True)
 
 
-def _check_capabilities(cfg: Config, caps) -> None:
+def steps_per_epoch(batches: int, accum_steps: int) -> int:
+    steps = batches // accum_steps
+    if steps == 0:
+        raise ConfigError(f"train.grad_accum_steps={accum_steps} exceeds the {batches} batches in an epoch")
+    return steps
+
+
+def check_distributed(cfg: Config, caps: Capabilities, comm: Comm) -> None:
+    if comm.size > 1 and not caps.distributed:
+        raise ConfigError(f"this {cfg.task} configuration cannot train data parallel"
+                          f"{f' ({caps.reason})' if caps.reason else ''}; run it as one process")
+
+
+def check_capabilities(cfg: Config, caps: Capabilities) -> None:
     """Refuse, before any heavy work, engine features this task cannot use in this configuration."""
     why = f" ({caps.reason})" if caps.reason else ""
     if caps.grad_accum == "none" and cfg.train.grad_accum_steps > 1:
@@ -203,7 +214,7 @@ def _check_capabilities(cfg: Config, caps) -> None:
         raise ConfigError(f"train.grad_clip is not supported by this {cfg.task} configuration{why}; set it to null")
 
 
-def _find_resume(cfg: Config, resume: str | None) -> Path | None:
+def find_resume(cfg: Config, resume: str | None) -> Path | None:
     """``auto``: the newest ``last.ckpt`` under ``output.dir`` (or none: start fresh); else a path."""
     if resume is None:
         return None
@@ -216,7 +227,7 @@ def _find_resume(cfg: Config, resume: str | None) -> Path | None:
     return path
 
 
-def _new_run_dir(cfg: Config, is_main: bool) -> Path:
+def new_run_dir(cfg: Config, is_main: bool) -> Path:
     name = cfg.output.name or datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = Path(cfg.output.dir) / name
     if is_main:

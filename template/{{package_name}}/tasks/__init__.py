@@ -1,8 +1,9 @@
 """Task registry: one sub-package per task, found by the ``task`` key of the config.
 
-A task package exposes, in its ``__init__``, the pydantic sections ``DataConfig`` and
-``ModelConfig`` (cheap to import) and ``load() -> engine.task.Task`` (imports MindSpore).
-Adding a task means adding a package here; the engine never changes.
+A task package exposes, in its ``__init__``, its config schema ``TaskConfig`` (a subclass
+of ``engine.schema.Config`` with its ``data`` and ``model`` sections; cheap to import) and
+``load() -> engine.task.Task`` (imports MindSpore). Adding a task means adding a package
+here; the engine reaches tasks only through these two functions.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ def _module(name: object) -> ModuleType:
     return importlib.import_module(f"{__name__}.{name}")
 
 
-def task_configs(name: object) -> tuple[type, type]:
-    module = _module(name)
-    return module.DataConfig, module.ModelConfig
+def config_schema(name: object) -> type:
+    """The task's ``TaskConfig`` class (pydantic; MindSpore is not imported)."""
+    return _module(name).TaskConfig
 
 
 def get_task(name: str):
+    """The task's ``engine.task.Task`` (imports MindSpore: call after the runtime is set up)."""
     return _module(name).load()

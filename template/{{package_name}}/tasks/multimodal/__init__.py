@@ -6,7 +6,7 @@ generated from their labels (optionally with attributes measured from each image
 data: a folder of images with ``metadata.jsonl`` lines ``{"file_name": ..., "text": ...}``.
 """
 
-from .config import DataConfig, ModelConfig
+from .config import TaskConfig
 
 
 def load():
@@ -15,4 +15,4 @@ def load():
     return TASK
 
 
-__all__ = ["DataConfig", "ModelConfig", "load"]
+__all__ = ["TaskConfig", "load"]

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt
 
-from ...engine.config import Section
+from ...engine.schema import Config, Section
 
 NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 
@@ -29,3 +29,8 @@ class ModelConfig(Section):
     text_width: int = Field(64, gt=0)  # word embedding size
     text_hidden: int = Field(128, gt=0)  # hidden width of the MLP after mean pooling
     init_temperature: float = Field(0.07, ge=0.01, le=1.0)  # softmax temperature at step 0 (learned)
+
+
+class TaskConfig(Config):
+    data: DataConfig = DataConfig()
+    model: ModelConfig = ModelConfig()

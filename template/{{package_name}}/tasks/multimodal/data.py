@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...engine.arrays import normalise, stratified_split
 from ...engine.errors import DataError
 from ...engine.images import open_image, read_npz, to_array
 from ...engine.task import Data
@@ -30,7 +31,7 @@ ATTRIBUTES = {"ink": ("thin", "thick"), "slant": ("leaning left", "leaning right
 
 def load_data(cfg) -> Data:
     images, texts, labels, classes = read_pairs(cfg.data)
-    train_idx, eval_idx = split(labels, len(images), cfg.data.eval_fraction, cfg.seed)
+    train_idx, eval_idx = stratified_split(labels, len(images), cfg.data.eval_fraction, cfg.seed)
     meta = {"image_size": cfg.data.image_size, "channels": cfg.data.channels,
             "mean": float(images[train_idx].mean()), "std": float(images[train_idx].std()) or 1.0,
             "classes": classes, "prompt": cfg.data.prompt, "max_tokens": cfg.data.max_tokens}
@@ -110,23 +111,6 @@ def _read_folder(root: Path, cfg: DataConfig):
     classes = sorted({str(name) for name in names})
     labels = np.asarray([classes.index(str(name)) for name in names], np.int32)
     return np.stack(images), texts, labels, classes
-
-
-def normalise(images: np.ndarray, meta: dict) -> np.ndarray:
-    return ((images - meta["mean"]) / meta["std"]).astype(np.float32)
-
-
-def split(labels: np.ndarray | None, n: int, eval_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Hold out ``eval_fraction`` of the pairs: per class when labelled, else at random."""
-    rng = np.random.default_rng(seed)
-    groups = [np.arange(n)] if labels is None else [np.flatnonzero(labels == c) for c in np.unique(labels)]
-    train, held = [], []
-    for idx in groups:
-        idx = rng.permutation(idx)
-        n_eval = max(1, round(len(idx) * eval_fraction))
-        held.append(idx[:n_eval])
-        train.append(idx[n_eval:])
-    return rng.permutation(np.concatenate(train)), np.sort(np.concatenate(held))
 
 
 # -- captions -----------------------------------------------------------------------------

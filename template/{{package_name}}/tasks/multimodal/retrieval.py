@@ -11,22 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from mindspore import Tensor, nn
 
+from ...engine.arrays import normalise, predict
 from ...engine.errors import DataError
 from ...engine.images import IMAGE_SUFFIXES, open_image, to_array
-from .data import caption, normalise, tokenize, words
-
-
-def embed(encoder: nn.Cell, array: np.ndarray, batch_size: int = 512) -> np.ndarray:
-    """(N, ...) inputs -> (N, E) L2-normalised embeddings, in batches."""
-    return np.concatenate([encoder(Tensor(array[i:i + batch_size])).asnumpy()
-                           for i in range(0, len(array), batch_size)])
+from .data import caption, tokenize, words
 
 
 def embed_images(network, images: np.ndarray, meta: dict) -> np.ndarray:
     """Raw (N, C, H, W) images in [0, 1] -> embeddings (normalised as in training)."""
-    return embed(network.image_encoder, normalise(images, meta))
+    return predict(network.image_encoder, normalise(images, meta))
 
 
 def embed_texts(network, texts: list[str], meta: dict, strict: bool = False) -> np.ndarray:
@@ -37,7 +31,7 @@ def embed_texts(network, texts: list[str], meta: dict, strict: bool = False) -> 
             if not any(w in known for w in words(text)):
                 raise DataError(f"no word of {text!r} is in the vocabulary the model was trained on "
                                 f"(e.g. {', '.join(meta['vocab'][2:7])})")
-    return embed(network.text_encoder, tokenize(texts, meta["vocab"], meta["max_tokens"]))
+    return predict(network.text_encoder, tokenize(texts, meta["vocab"], meta["max_tokens"]))
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:

@@ -5,7 +5,7 @@ Default data: Python's own documentation text (the standard library's ``pydoc_da
 ~465k characters), read at run time. Your own data: a UTF-8 text file or a folder of ``.txt`` files.
 """
 
-from .config import DataConfig, ModelConfig
+from .config import TaskConfig
 
 
 def load():
@@ -14,4 +14,4 @@ def load():
     return TASK
 
 
-__all__ = ["DataConfig", "ModelConfig", "load"]
+__all__ = ["TaskConfig", "load"]

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ...engine.config import Section
+from ...engine.schema import Config, Section
 
 
 class DataConfig(Section):
@@ -30,3 +30,8 @@ class ModelConfig(Section):
         if self.d_model % self.n_head:
             raise ValueError(f"model.d_model={self.d_model} must be divisible by model.n_head={self.n_head}")
         return self
+
+
+class TaskConfig(Config):
+    data: DataConfig = DataConfig()
+    model: ModelConfig = ModelConfig()

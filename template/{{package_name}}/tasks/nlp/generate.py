@@ -1,4 +1,4 @@
-"""Sample text from a trained language model (``python generate.py --checkpoint ...``).
+"""Sample text from a trained language model (the sampler behind ``generate.py``).
 
 The context window slides: once the text is longer than ``model.block_size`` tokens the
 model sees the last ``block_size`` of them. An empty prompt starts from a first token drawn
@@ -8,12 +8,8 @@ from the training text's token frequencies. Sampling uses NumPy's generator seed
 
 from __future__ import annotations
 
-import argparse
-from typing import NoReturn
-
 import numpy as np
 
-from ...engine.cli import guarded, parser
 from ...engine.errors import UserError
 
 
@@ -69,25 +65,3 @@ def pick(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.rand
         logits = np.where(logits < kth, -np.inf, logits)
     probs = np.exp(logits - logits.max())
     return int(rng.choice(len(probs), p=probs / probs.sum()))
-
-
-def main() -> NoReturn:
-    p = parser("Generate text with a trained language model.", checkpoint=True)
-    p.add_argument("--prompt", default="", help="text to continue (default: empty)")
-    p.add_argument("--max-new-tokens", type=int, default=300, help="tokens to generate (default: %(default)s)")
-    p.add_argument("--temperature", type=float, default=0.8,
-                   help="< 1 sharper, > 1 more random, 0 greedy (default: %(default)s)")
-    p.add_argument("--top-k", type=int, default=None, help="sample only among the k most likely tokens")
-    p.add_argument("--seed", type=int, default=0, help="same seed, same text (default: %(default)s)")
-    args = p.parse_args()
-    guarded(lambda: _generate(args))
-
-
-def _generate(args: argparse.Namespace) -> None:
-    check_settings(args.max_new_tokens, args.temperature, args.top_k)  # before the (slow) model load
-    from ...engine.inference import load_trained
-
-    trained = load_trained(args.checkpoint, args.overrides)
-    text = sample(trained.network, trained.meta, trained.cfg.model.block_size, args.prompt,
-                  args.max_new_tokens, args.temperature, args.top_k, args.seed)
-    print(args.prompt + text)

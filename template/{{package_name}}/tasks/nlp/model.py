@@ -6,13 +6,14 @@ A few choices here are for speed on CPU, measured on MindSpore 2.10 (see the REA
 GELU written out as its tanh formula, q/k/v split with ``ops.split`` before the reshape to
 heads, K transposed once into (B, H, D, T) so the score matmul needs no transpose, and no
 bias vectors in the linear layers by default (``model.bias``; as nanoGPT, no worse without).
-The fused cross-entropy is in ``task.py``.
+The fused cross-entropy is in ``LanguageModelLoss`` below.
 """
 
 from __future__ import annotations
 
 import math
 
+import mindspore as ms
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import Normal, initializer
@@ -98,3 +99,18 @@ class GPT(nn.Cell):
         if self.tied:  # (B, T, C) @ (C, vocab); the cast matters only under mixed precision
             return ops.matmul(x, self.token_embedding.embedding_table.astype(x.dtype).T)
         return self.head(x)
+
+
+class LanguageModelLoss(nn.Cell):
+    """Mean cross-entropy of predicting token t+1 from tokens 0..t, over every position."""
+
+    def __init__(self, network: nn.Cell):
+        super().__init__()
+        self.network = network
+        # One fused softmax + NLL kernel: much cheaper on CPU than nn.CrossEntropyLoss's small ops.
+        self.cross_entropy = ops.SparseSoftmaxCrossEntropyWithLogits()
+
+    def construct(self, tokens):  # (B, T + 1) int32
+        logits = self.network(tokens[:, :-1])  # (B, T, vocab)
+        targets = tokens[:, 1:]  # the same blocks shifted left by one
+        return self.cross_entropy(logits.reshape(-1, logits.shape[-1]).astype(ms.float32), targets.reshape(-1))

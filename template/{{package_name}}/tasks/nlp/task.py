@@ -6,26 +6,11 @@ import math
 
 import mindspore as ms
 import numpy as np
-from mindspore import Tensor, nn, ops
+from mindspore import Tensor, nn
 
 from ...engine.task import Comm, Data, Model, Task
 from .data import Tokenizer, blocks, load_data
-from .model import GPT
-
-
-class LanguageModelLoss(nn.Cell):
-    """Mean cross-entropy of predicting token t+1 from tokens 0..t, over every position."""
-
-    def __init__(self, network: nn.Cell):
-        super().__init__()
-        self.network = network
-        # One fused softmax + NLL kernel: much cheaper on CPU than nn.CrossEntropyLoss's small ops.
-        self.cross_entropy = ops.SparseSoftmaxCrossEntropyWithLogits()
-
-    def construct(self, tokens):  # (B, T + 1) int32
-        logits = self.network(tokens[:, :-1])  # (B, T, vocab)
-        targets = tokens[:, 1:]  # the same blocks shifted left by one
-        return self.cross_entropy(logits.reshape(-1, logits.shape[-1]).astype(ms.float32), targets.reshape(-1))
+from .model import GPT, LanguageModelLoss
 
 
 def build_model(cfg, meta: dict, comm: Comm) -> Model:

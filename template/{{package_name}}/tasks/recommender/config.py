@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from ...engine.config import Section
+from ...engine.schema import Config, Section
 
 
 class DataConfig(Section):
@@ -34,3 +34,18 @@ class ModelConfig(Section):
     # Sparse-gradient tables (nn.EmbeddingLookup) for big id spaces; use with optim.name=lazy_adam.
     # The engine then refuses accumulation, AMP, clipping and msrun (they need dense gradients).
     sparse: bool = False
+
+
+class TaskConfig(Config):
+    data: DataConfig = DataConfig()
+    model: ModelConfig = ModelConfig()
+
+    @model_validator(mode="after")
+    def _fits(self):
+        d, kind = self.data, self.model.kind
+        expected = {"topk": ("neumf", "two_tower"), "ctr": ("deepfm",)}[d.mode]
+        if kind not in expected:
+            raise ValueError(f"model.kind={kind} does not fit data.mode={d.mode}; use {' or '.join(expected)}")
+        if d.source != "files" and d.path is not None:
+            raise ValueError(f"data.path={d.path!r} is read only with data.source=files (now {d.source})")
+        return self

@@ -1,7 +1,7 @@
 """Models over sparse ids: NeuMF and a two-tower model score (user, item) pairs (top-K);
 DeepFM scores rows of categorical features (CTR). All return logits.
 
-Embedding row 0 of every table is the "unknown id" row (see data.py). The embedding
+Embedding row 0 of every table is the "unknown id" row (see ids.py). The embedding
 tables are dense ``nn.Embedding`` parameters by default. ``model.sparse: true`` makes them
 ``nn.EmbeddingLookup(sparse=True)``: the gradient of a table is then sparse (only the rows
 in the batch), which with ``optim.name: lazy_adam`` makes big tables much cheaper to train.

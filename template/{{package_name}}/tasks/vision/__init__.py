@@ -5,7 +5,7 @@ an ImageFolder directory (one sub-folder per class, PNG/JPEG) or an ``.npz`` wit
 ``images`` (N, H, W[, C]) and ``labels`` (N,).
 """
 
-from .config import DataConfig, ModelConfig
+from .config import TaskConfig
 
 
 def load():
@@ -14,4 +14,4 @@ def load():
     return TASK
 
 
-__all__ = ["DataConfig", "ModelConfig", "load"]
+__all__ = ["TaskConfig", "load"]

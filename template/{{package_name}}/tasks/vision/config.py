@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ...engine.config import Section
+from ...engine.schema import Config, Section
 
 
 class DataConfig(Section):
@@ -23,3 +23,8 @@ class ModelConfig(Section):
     dropout: float = Field(0.0, ge=0, lt=1)
     pretrained: str | None = None  # checkpoint to start from (backbone weights)
     freeze_backbone: bool = False  # fine-tune only the classifier head
+
+
+class TaskConfig(Config):
+    data: DataConfig = DataConfig()
+    model: ModelConfig = ModelConfig()

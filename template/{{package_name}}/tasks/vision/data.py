@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...engine.arrays import normalise, stratified_split
 from ...engine.errors import DataError
 from ...engine.images import IMAGE_SUFFIXES, open_image, read_npz, to_array
 from ...engine.task import Data
@@ -14,7 +15,7 @@ from .config import DataConfig
 
 def load_data(cfg) -> Data:
     images, labels, classes = read_images(cfg.data)
-    train_idx, eval_idx = stratified_split(labels, cfg.data.eval_fraction, cfg.seed)
+    train_idx, eval_idx = stratified_split(labels, len(labels), cfg.data.eval_fraction, cfg.seed)
     mean, std = float(images[train_idx].mean()), float(images[train_idx].std()) or 1.0
     meta = {"classes": classes, "image_size": cfg.data.image_size, "channels": cfg.data.channels,
             "mean": mean, "std": std}
@@ -22,10 +23,6 @@ def load_data(cfg) -> Data:
     # training run's own when eval.py scores a checkpoint on other data.
     return Data(train={"image": normalise(images[train_idx], meta), "label": labels[train_idx]},
                 eval={"image": images[eval_idx], "label": labels[eval_idx]}, meta=meta)
-
-
-def normalise(images: np.ndarray, meta: dict) -> np.ndarray:
-    return ((images - meta["mean"]) / meta["std"]).astype(np.float32)
 
 
 def read_images(cfg: DataConfig) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -40,17 +37,6 @@ def read_images(cfg: DataConfig) -> tuple[np.ndarray, np.ndarray, list[str]]:
     if len(images) == 0:
         raise DataError(f"data.path={cfg.path!r} holds no images")
     return images, labels, classes
-
-
-def stratified_split(labels: np.ndarray, eval_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    train, held = [], []
-    for label in np.unique(labels):
-        idx = rng.permutation(np.flatnonzero(labels == label))
-        n_eval = max(1, round(len(idx) * eval_fraction))
-        held.append(idx[:n_eval])
-        train.append(idx[n_eval:])
-    return rng.permutation(np.concatenate(train)), np.sort(np.concatenate(held))
 
 
 def _read_folder(root: Path, cfg: DataConfig):

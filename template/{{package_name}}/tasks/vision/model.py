@@ -75,3 +75,13 @@ class Classifier(nn.Cell):
 
     def construct(self, x):  # (B, C, H, W) -> logits (B, num_classes)
         return self.head(self.dropout(self.backbone(x)))
+
+
+class ClassificationLoss(nn.Cell):
+    def __init__(self, network: nn.Cell):
+        super().__init__()
+        self.network = network
+        self.loss = nn.CrossEntropyLoss()
+
+    def construct(self, image, label):
+        return self.loss(self.network(image), label)

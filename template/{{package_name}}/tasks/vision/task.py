@@ -6,20 +6,11 @@ import numpy as np
 from mindspore import Tensor, nn, ops
 
 from ...engine import checkpoint
+from ...engine.arrays import normalise, predict
 from ...engine.errors import CheckpointError
 from ...engine.task import Capabilities, Comm, Data, Model, Task
-from .data import load_data, normalise
-from .model import Classifier
-
-
-class ClassificationLoss(nn.Cell):
-    def __init__(self, network: nn.Cell):
-        super().__init__()
-        self.network = network
-        self.loss = nn.CrossEntropyLoss()
-
-    def construct(self, image, label):
-        return self.loss(self.network(image), label)
+from .data import load_data
+from .model import ClassificationLoss, Classifier
 
 
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
@@ -40,12 +31,6 @@ def warm_start(network: Classifier, cfg) -> None:
         checkpoint.restore(params, network.backbone)
     except CheckpointError as exc:
         raise CheckpointError(f"model.pretrained={cfg.model.pretrained}: {exc}") from None
-
-
-def predict(network: nn.Cell, images: np.ndarray, batch_size: int = 512) -> np.ndarray:
-    """Logits for float32 (N, C, H, W) images, in batches."""
-    return np.concatenate([network(Tensor(images[i:i + batch_size])).asnumpy()
-                           for i in range(0, len(images), batch_size)])
 
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""Recommend items for a user from a trained checkpoint of {{ project_name }}.
+"""Recommend items for a user from a trained checkpoint of this project.
 
     python recommend.py --checkpoint runs/<run>/best.ckpt --user 42
     python recommend.py --checkpoint runs/<run>/best.ckpt --user 42 --k 20 --set data.path=my/data
@@ -6,11 +6,13 @@
 Prints the top-K items the user has not interacted with yet, best first, with the model's
 probability and the title when the data has titles. The data the checkpoint was trained
 on is read again to know what the user has seen. The ranking is
-{{ package_name }}/tasks/recommender/task.py:recommend.
+``task.recommend``.
 """
 
-from {{ package_name }}.engine.cli import guarded, parser
-from {{ package_name }}.engine.errors import UserError
+from __future__ import annotations
+
+from ...engine.cli import guarded, parser
+from ...engine.errors import UserError
 
 
 def integer(flag: str, text: str) -> int:
@@ -30,8 +32,8 @@ def main() -> None:
         user, k = integer("--user", args.user), integer("--k", args.k)
         if k < 1:
             raise UserError(f"--k {k}: must be at least 1")
-        from {{ package_name }}.engine.inference import load_trained
-        from {{ package_name }}.tasks.recommender.task import recommend
+        from ...engine.inference import load_trained
+        from .task import recommend
 
         trained = load_trained(args.checkpoint, args.overrides)
         rows = recommend(trained.network, trained.meta, trained.cfg, user, k)
@@ -41,6 +43,3 @@ def main() -> None:
 
     guarded(run)
 
-
-if __name__ == "__main__":
-    main()

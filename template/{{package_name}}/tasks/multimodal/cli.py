@@ -1,4 +1,4 @@
-"""Search with a trained {{ project_name }} model: captions for an image, or images for a caption.
+"""Search with a trained this project model: captions for an image, or images for a caption.
 
     python retrieve.py --checkpoint runs/<run>/best.ckpt --image photo.png             # top captions
     python retrieve.py --checkpoint runs/<run>/best.ckpt --image photo.png --captions my_captions.txt
@@ -8,11 +8,13 @@ Without --captions, the candidates are the captions seen in training plus one pr
 class. Scores are cosine similarities in the shared space (higher is closer).
 """
 
+from __future__ import annotations
+
 import argparse
 from pathlib import Path
 
-from {{ package_name }}.engine.cli import guarded
-from {{ package_name }}.engine.errors import UserError
+from ...engine.cli import guarded
+from ...engine.errors import UserError
 
 
 def main() -> None:
@@ -40,8 +42,8 @@ def main() -> None:
             candidates = [c for c in candidates if c]
             if not candidates:
                 raise UserError(f"--captions {args.captions}: no captions in the file")
-        from {{ package_name }}.engine.inference import load_trained
-        from {{ package_name }}.tasks.multimodal.retrieval import captions_for_image, images_for_text
+        from ...engine.inference import load_trained
+        from .retrieval import captions_for_image, images_for_text
 
         trained = load_trained(args.checkpoint)
         if args.image is not None:
@@ -53,6 +55,3 @@ def main() -> None:
 
     guarded(run)
 
-
-if __name__ == "__main__":
-    main()

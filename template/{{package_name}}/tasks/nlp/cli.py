@@ -1,0 +1,38 @@
+"""Sample text from a trained checkpoint of this project.
+
+    python generate.py --checkpoint runs/<run>/best.ckpt --prompt "The " --max-new-tokens 300
+    python generate.py --checkpoint runs/<run>/best.ckpt --temperature 0.8 --top-k 20 --seed 1
+
+The same checkpoint, prompt and --seed give the same text. The sampler is
+``generate.py`` beside this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from ...engine.cli import guarded, parser
+from .generate import check_settings, sample
+
+
+def main() -> NoReturn:
+    p = parser("Generate text with a trained language model.", checkpoint=True)
+    p.add_argument("--prompt", default="", help="text to continue (default: empty)")
+    p.add_argument("--max-new-tokens", type=int, default=300, help="tokens to generate (default: %(default)s)")
+    p.add_argument("--temperature", type=float, default=0.8,
+                   help="< 1 sharper, > 1 more random, 0 greedy (default: %(default)s)")
+    p.add_argument("--top-k", type=int, default=None, help="sample only among the k most likely tokens")
+    p.add_argument("--seed", type=int, default=0, help="same seed, same text (default: %(default)s)")
+    args = p.parse_args()
+    guarded(lambda: _generate(args))
+
+
+def _generate(args: argparse.Namespace) -> None:
+    check_settings(args.max_new_tokens, args.temperature, args.top_k)  # before the (slow) model load
+    from ...engine.inference import load_trained  # imports MindSpore: after the settings check
+
+    trained = load_trained(args.checkpoint, args.overrides)
+    text = sample(trained.network, trained.meta, trained.cfg.model.block_size, args.prompt,
+                  args.max_new_tokens, args.temperature, args.top_k, args.seed)
+    print(args.prompt + text)

@@ -1,0 +1,138 @@
+"""CTR mode: ratings >= ``data.like_threshold`` are positives; each user's latest ratings are
+held out (AUC, logloss beside the item's positive rate). A label-first TSV file (Criteo
+layout) goes straight to hashed features."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from mindspore import Tensor, nn
+
+from ...engine.arrays import predict
+from ...engine.errors import DataError
+from ...engine.task import Data, Model
+from .ids import IdMap, stable_hash
+from .log import Log
+from .metrics import auc, logloss
+from .model import DeepFM, FeatureLoss
+
+BATCH = 1 << 16  # rows per forward pass at evaluation
+
+
+MONITOR = "auc"
+
+
+def build_model(cfg, meta: dict) -> Model:
+    m = cfg.model
+    network = DeepFM(meta["rows"], meta["fields"], m.embed_dim, m.hidden, m.dropout, m.sparse)
+    return Model(network=network, loss=FeatureLoss(network))
+
+
+def ctr_features(meta: dict, user_raw, item_raw, genres: dict[int, list[str]]) -> np.ndarray:
+    """(N, 4) rows into one shared embedding table: user, item, first and second genre."""
+    users, items = IdMap.from_meta(meta["users"]), IdMap.from_meta(meta["items"])
+    vocab = {g: i + 1 for i, g in enumerate(meta["genres"])}
+    unique, inverse = np.unique(np.asarray(item_raw, np.int64), return_inverse=True)
+    pairs = np.zeros((len(unique), 2), np.int64)
+    for row, item in enumerate(unique.tolist()):
+        for slot, genre in enumerate(genres.get(item, [])[:2]):
+            pairs[row, slot] = vocab.get(genre, 0)
+    o = meta["offsets"]
+    return np.stack([o[0] + users.encode(user_raw), o[1] + items.encode(item_raw),
+                     o[2] + pairs[inverse, 0], o[2] + pairs[inverse, 1]], axis=1).astype(np.int32)
+
+
+def prepare(log: Log, cfg) -> Data:
+    d = cfg.data
+    if np.isnan(log.rating).any():
+        raise DataError(f"{log.name}: data.mode=ctr needs a rating on every row (column 'rating')")
+    row = np.arange(len(log.user))
+    order = np.lexsort((row, log.time, log.user))
+    user, item, rating = log.user[order], log.item[order], log.rating[order]
+    starts = np.r_[0, np.flatnonzero(user[1:] != user[:-1]) + 1]
+    sizes = np.diff(np.r_[starts, len(user)])
+    position = np.arange(len(user)) - np.repeat(starts, sizes)
+    held = position >= np.repeat(sizes - np.round(sizes * d.eval_fraction), sizes)  # each user's latest ratings
+    if not held.any():
+        raise DataError(f"{log.name}: too few ratings per user to hold out data.eval_fraction={d.eval_fraction}")
+    label = (rating >= d.like_threshold).astype(np.float32)
+    users, items = IdMap(user[~held], d.hash_buckets), IdMap(item[~held], d.hash_buckets)
+    genres = sorted({g for i in np.unique(item[~held]) for g in log.genres.get(int(i), [])})
+    offsets = np.cumsum([0, users.rows, items.rows]).tolist()
+    meta = {"mode": "ctr", "layout": "ratings", "users": users.to_meta(), "items": items.to_meta(),
+            "genres": genres, "offsets": offsets, "rows": offsets[-1] + len(genres) + 1, "fields": 4}
+    features = ctr_features(meta, user, item, log.genres)
+    train_x = features[~held].copy()
+    rng = np.random.default_rng([cfg.seed, 1])
+    for f in (0, 1):  # id dropout: some training rows see the unknown user / item
+        drop = rng.random(len(train_x)) < d.id_dropout
+        train_x[drop, f] = offsets[f]
+    baseline = rate_table(features[~held, 1], label[~held], meta["rows"])[features[held, 1]]
+    eval_ = {"features": features[held], "label": label[held], "baseline": baseline}
+    return Data(train={"features": train_x, "label": label[~held]}, eval=eval_, meta=meta)
+
+
+def rate_table(keys: np.ndarray, label: np.ndarray, size: int, strength: float = 5.0) -> np.ndarray:
+    """Positive rate per key, shrunk toward the global rate (keys never seen get the global rate)."""
+    prior = float(label.mean())
+    positives = np.bincount(keys, weights=label, minlength=size)
+    return (positives + strength * prior) / (np.bincount(keys, minlength=size) + strength)
+
+
+def prepare_tsv(path: Path, cfg) -> Data:
+    """Criteo layout: ``label<TAB>feature...``; label 0/1; empty = missing. All-integer columns
+    are bucketed by log(v)^2; every (column, value) is hashed into one shared table."""
+    lines = [line.rstrip("\n") for line in path.open(encoding="utf-8") if line.strip()]
+    if not lines:
+        raise DataError(f"{path} is empty")
+    rows = [line.split("\t") for line in lines]
+    width = len(rows[0])
+    for line, row in enumerate(rows, start=1):
+        if len(row) != width or width < 2:
+            raise DataError(f"{path}:{line}: {len(row)} tab-separated fields, "
+                            f"expected {max(width, 2)} (label + features)")
+        if row[0] not in ("0", "1"):
+            raise DataError(f"{path}:{line}: label {row[0]!r} is not 0 or 1")
+    label = np.array([row[0] == "1" for row in rows], np.float32)
+    buckets = cfg.data.hash_buckets or 2**17
+    columns = []
+    for j in range(1, width):
+        values = np.array([row[j] for row in rows])
+        filled = values != ""
+        try:
+            numbers = values[filled].astype(np.int64)
+            big = numbers > 2
+            numbers[big] = (np.log(numbers[big]) ** 2).astype(np.int64)
+            values = values.astype(object)
+            values[filled] = numbers.astype(str)
+        except ValueError:
+            pass  # a categorical column
+        columns.append(stable_hash(np.char.add(f"{j}:", values.astype(str)), buckets))
+    features = np.stack(columns, axis=1)
+    split = len(rows) - max(1, round(len(rows) * cfg.data.eval_fraction))
+    if split < 1:
+        raise DataError(f"{path}: {len(rows)} rows are too few to hold some out")
+    tables = [rate_table(features[:split, f], label[:split], buckets + 1) for f in range(width - 1)]
+    best = max(range(width - 1), key=lambda f: auc(label[:split], tables[f][features[:split, f]]))
+    meta = {"mode": "ctr", "layout": "tsv", "rows": buckets + 1, "fields": width - 1, "hash_buckets": buckets}
+    eval_ = {"features": features[split:], "label": label[split:], "baseline": tables[best][features[split:, best]]}
+    return Data(train={"features": features[:split], "label": label[:split]}, eval=eval_, meta=meta)
+
+
+def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
+    e = data.eval
+    probs = 1 / (1 + np.exp(-predict(network, e["features"], batch_size=BATCH).astype(np.float64)))
+    return {"auc": auc(e["label"], probs), "rate_auc": auc(e["label"], e["baseline"]),
+            "logloss": logloss(e["label"], probs), "rate_logloss": logloss(e["label"], e["baseline"])}
+
+
+def score(network: nn.Cell, meta: dict, user: int, items: np.ndarray, log: Log) -> np.ndarray:
+    """Logits of raw item ids ``items`` for raw user id ``user`` (recommend.py)."""
+    features = ctr_features(meta, np.full(len(items), user), items, log.genres)
+    return predict(network, features, batch_size=BATCH)
+
+
+def exports(network: nn.Cell, meta: dict) -> dict:
+    features = np.random.default_rng(0).integers(0, meta["rows"], (1, meta["fields"])).astype(np.int32)
+    return {"ctr_model": (network, (Tensor(features),))}

