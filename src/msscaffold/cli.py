@@ -27,8 +27,8 @@ err = Console(stderr=True, soft_wrap=True, highlight=False)
 out = Console(soft_wrap=True, highlight=False)
 TASK_NAMES = tuple(TASKS)
 BUG = (
-    "This is a bug in msscaffold {version}, not in your input: please report it with the "
-    "command you ran and the traceback above."
+    "This is a bug in msscaffold {version} (or in the template, with --template), not in your "
+    "input: please report it with the command you ran and the traceback above."
 )
 
 
