@@ -46,6 +46,27 @@ NEW_CASES = {
     "epochs zero": (["-d", "epochs=0"], "epochs must be > 0"),
     "template missing": (["--template", "/nonexistent/template"], "does not exist"),
     "vcs ref missing": (["--vcs-ref", "v999"], "'v999' not found"),
+    "seed negative": (["-d", "seed=-5"], "seed must be >= 0"),
+    "epochs not whole": (["-d", "epochs=1.5"], "epochs must be an integer"),
+    "lr nan": (["-d", "learning_rate=nan"], "learning_rate must be a finite number"),
+    "lr overflows": (["-d", "learning_rate=1e400"], "learning_rate must be a finite number"),
+    "lr negative": (["-d", "learning_rate=-0.1"], "learning_rate must be > 0"),
+    "unknown license": (["-d", "license=GPL-3.0"], "'license'"),
+    "year not a year": (["-d", "copyright_year=99"], "copyright_year must be a four-digit year"),
+    "device unknown": (["-d", "device=TPU"], "'device'"),
+    "data given twice": (["-d", "seed=1", "-d", "seed=2"], "seed given twice"),
+    "task twice": (["--task", "nlp", "-d", "task=vision"], "task given twice"),
+    "name trailing newline": (["--name", "demo\n"], "project_name"),
+    "package trailing newline": (["-d", "package_name=demo\n"], "package_name"),
+    "description newline": (["-d", "description=line one\nline two"], "description must be one line"),
+    "description tab": (["-d", "description=a\tb"], "description must be one line"),
+    "description CR": (["-d", "description=a\rb"], "description must be one line"),
+    "description line separator": (["-d", "description=a\u2028b"], "description must be one line"),
+    "author newline": (["-d", "author_name=Ada\nLovelace"], "author_name must be one line"),
+    "author DEL": (["-d", "author_name=Ada\x7f"], "author_name must be one line"),
+    "author empty": (["-d", "author_name= "], "author_name must not be empty"),
+    "email newline": (["-d", "author_email=ada@example.com\n"], "author_email must be one line"),
+    "email no at": (["-d", "author_email=ada.example.com"], "not an e-mail address"),
 }
 
 
@@ -70,6 +91,74 @@ def test_new_refuses_file_destination(tmp_path):
     before = snapshot(tmp_path)
     assert_one_line_error(msscaffold("new", "proj", cwd=tmp_path), "is a file")
     assert snapshot(tmp_path) == before
+
+
+def make_dangling(tmp_path):
+    (tmp_path / "proj").symlink_to(tmp_path / "gone")
+
+
+def make_dir_link(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "proj").symlink_to(tmp_path / "real")
+
+
+def make_file_link(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "proj").symlink_to(tmp_path / "notes.txt")
+
+
+def make_fifo(tmp_path):
+    os.mkfifo(tmp_path / "proj")
+
+
+def make_dangling_parent(tmp_path):
+    (tmp_path / "parent").symlink_to(tmp_path / "gone")
+
+
+ODD_DESTINATIONS = {
+    "dangling symlink": (make_dangling, "proj", "is a broken symlink"),
+    "symlink to a folder": (make_dir_link, "proj", "is a symlink"),
+    "symlink to a file": (make_file_link, "proj", "is a symlink"),
+    "fifo": (make_fifo, "proj", "is a file, not a folder"),
+    "under a dangling symlink": (make_dangling_parent, "parent/proj", "is a broken symlink"),
+    "under a file": (lambda p: (p / "f").write_text("x"), "f/proj", "is not a directory"),
+}
+
+
+@pytest.mark.parametrize("make, dest, needle", ODD_DESTINATIONS.values(), ids=ODD_DESTINATIONS.keys())
+def test_new_refuses_odd_destination(tmp_path, make, dest, needle):
+    """Never a raw FileExistsError, never writing through a link: one line, nothing changed."""
+    make(tmp_path)
+    before = snapshot(tmp_path)
+    links = {p: os.readlink(p) for p in tmp_path.iterdir() if p.is_symlink()}
+    result = msscaffold("new", dest, cwd=tmp_path)
+    assert_one_line_error(result, needle)
+    assert "FileExistsError" not in result.stderr
+    assert snapshot(tmp_path) == before
+    assert {p: os.readlink(p) for p in tmp_path.iterdir() if p.is_symlink()} == links
+
+
+def broken_template(tmp_path):
+    """A template whose second file fails to render: Copier has already written the first."""
+    src = tmp_path / "broken-template"
+    (src / "template").mkdir(parents=True)
+    (src / "copier.yml").write_text("_subdirectory: template\nname:\n  type: str\n  default: x\n")
+    (src / "template" / "a.txt").write_text("written first\n")
+    (src / "template" / "z.txt.jinja").write_text("{{ 1 // 0 }}\n")
+    return src
+
+
+@pytest.mark.parametrize("dest", ["proj", "deep/er/proj", "empty"])
+def test_failed_new_leaves_nothing_behind(tmp_path, dest):
+    src = broken_template(tmp_path)
+    work = tmp_path / "work"
+    (work / "empty").mkdir(parents=True)
+    before = snapshot(work)
+    result = msscaffold("new", dest, "--template", str(src), cwd=work)
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert "ZeroDivisionError" in result.stderr and last.startswith("error: This is a bug"), result.stderr
+    assert snapshot(work) == before  # an existing empty folder stays, empty; nothing else appears
 
 
 def test_new_refuses_unwritable_parent(tmp_path):

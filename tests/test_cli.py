@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from helpers import available_tasks, git, msscaffold, read_answers, task_facts
 from typer.testing import CliRunner
 
@@ -66,3 +68,65 @@ def test_new_without_git_identity_still_commits(tmp_path, monkeypatch):
     assert result.returncode == 0, result.stderr
     assert git("rev-list", "--count", "HEAD", cwd=tmp_path / "p").strip() == "1"
     assert git("log", "-1", "--format=%an", cwd=tmp_path / "p").strip() == "msscaffold"
+
+
+def _boom(exc):
+    def fail(*args, **kwargs):
+        raise exc
+
+    return fail
+
+
+def test_ctrl_c_exits_130_in_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    """Ctrl-C after Copier has written the project (during the first commit)."""
+    from msscaffold import generate
+
+    monkeypatch.setattr(generate, "commit_all", _boom(KeyboardInterrupt()))
+    result = runner.invoke(app, ["new", str(tmp_path / "proj")])
+    assert result.exit_code == 130
+    assert result.stderr.strip().splitlines() == ["error: interrupted"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bug_shows_its_traceback_and_says_so(tmp_path, monkeypatch):
+    from msscaffold import generate
+
+    monkeypatch.setattr(generate, "commit_all", _boom(RuntimeError("an unexpected state")))
+    result = runner.invoke(app, ["new", str(tmp_path / "proj")])
+    assert result.exit_code == 1
+    assert "Traceback (most recent call last)" in result.stderr
+    assert "RuntimeError: an unexpected state" in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: This is a bug in msscaffold")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_user_errors_have_no_traceback_unless_debug(tmp_path):
+    plain = msscaffold("new", "p", "-d", "seed=-1", cwd=tmp_path)
+    assert plain.returncode == 1 and "Traceback" not in plain.stderr
+    expected = "error: Validation error for question 'seed': seed must be >= 0"
+    assert plain.stderr.strip().splitlines() == [expected]
+    for debug in (["--debug"], []):
+        env = {**os.environ, "MSSCAFFOLD_DEBUG": "1"} if not debug else None
+        result = msscaffold(*debug, "new", "p", "-d", "seed=-1", cwd=tmp_path, env=env)
+        assert result.returncode == 1 and "Traceback" in result.stderr
+        assert result.stderr.strip().splitlines()[-1] == plain.stderr.strip()
+    assert list(tmp_path.iterdir()) == []
+
+
+def _raise_in(module: str, function: str):
+    """A ValueError raised by a function named `function` in a module named `module`."""
+    namespace = {"__name__": module}
+    exec(f"def {function}():\n    raise ValueError('x')\n", namespace)
+    try:
+        namespace[function]()
+    except ValueError as exc:
+        return exc
+
+
+def test_only_copiers_answer_checks_count_as_user_errors():
+    from msscaffold.generate import _is_answer_error
+
+    assert _is_answer_error(_raise_in("copier._user_data", "validate_answer"))
+    assert _is_answer_error(_raise_in("copier._user_data", "_parse_answer"))
+    assert not _is_answer_error(_raise_in("copier._main", "_render_file"))  # a bug, not an answer
+    assert not _is_answer_error(_raise_in("msscaffold.x", "validate_answer"))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import shutil
 import subprocess
 import sys
 
@@ -74,3 +77,120 @@ def test_plain_copier_update_works_too(tmp_path, template):
     notes = (project / "NOTES.md").read_text()
     assert "alpha, improved by the template" in notes and "omega, edited by the user" in notes
     assert read_answers(project)["_commit"] == "v1.1.0"
+
+
+# --- Collaborators: a fresh clone of a project on another machine/account -------------------
+
+
+def _hatch_build():
+    spec = importlib.util.spec_from_file_location("hatch_build_for_update", REPO / "hatch_build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def release(clone, version, note=None):
+    """Commit VERSION (and a template file) in the template clone: the build tags it v<version>."""
+    (clone / "src" / "msscaffold" / "VERSION").write_text(f"{version}\n")
+    if note:
+        (clone / "template" / "RELEASE.md").write_text(note)
+    git("add", "-A", cwd=clone)
+    git("commit", "-qm", f"release {version}", cwd=clone)
+
+
+def install(tmp_path, clone, name):
+    """msscaffold laid out as a pip install of ``clone``'s current release: no checkout around the
+    package, the template bundle (built as the wheel build does) inside it."""
+    site = tmp_path / name / "site-packages"
+    shutil.copytree(
+        REPO / "src" / "msscaffold",
+        site / "msscaffold",
+        ignore=shutil.ignore_patterns("__pycache__", "_bundle"),
+    )
+    shutil.copy(clone / "src" / "msscaffold" / "VERSION", site / "msscaffold" / "VERSION")
+    _hatch_build().build_bundle(clone, site / "msscaffold" / "_bundle" / "template.bundle")
+    return site
+
+
+def user_env(site, home, data_home=None):
+    """Another person: own HOME (and maybe own XDG data dir), msscaffold from ``site``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
+    env.update(HOME=str(home), PYTHONPATH=str(site))
+    if data_home:
+        env["XDG_DATA_HOME"] = str(data_home)
+    home.mkdir(parents=True, exist_ok=True)
+    return env
+
+
+def run(cmd, cwd, env):
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def shared_project(tmp_path):
+    """Alice generates a project with msscaffold 9.0.0 (installed), commits, and shares it."""
+    clone = tmp_path / "template-src"
+    git("clone", "-q", "--no-tags", str(REPO), str(clone), cwd=tmp_path)
+    release(clone, "9.0.0")
+    alice = user_env(install(tmp_path, clone, "alice-install"), tmp_path / "alice")
+    result = run(
+        [sys.executable, "-m", "msscaffold", "new", "proj", "--task", "vision"], tmp_path / "alice", alice
+    )
+    assert result.returncode == 0, result.stderr
+    project = tmp_path / "alice" / "proj"
+    answers = read_answers(project)
+    assert answers["_src_path"] == "~/.local/share/msscaffold/template"  # per user, not Alice's path
+    assert answers["_commit"] == "v9.0.0"
+    release(clone, "9.0.1", "added in 9.0.1\n")
+    return clone, project
+
+
+@pytest.mark.parametrize("data_home", [None, "elsewhere/data"], ids=["default-data-dir", "own-data-dir"])
+def test_collaborator_updates_a_fresh_clone(tmp_path, shared_project, data_home):
+    clone, alices = shared_project
+    bob_home = tmp_path / "bob"
+    bob = user_env(install(tmp_path, clone, "bob-install"), bob_home, data_home and bob_home / data_home)
+    project = bob_home / "proj"
+    git("clone", "-q", str(alices), str(project), cwd=tmp_path)
+
+    # Plain Copier cannot: the recorded template folder does not exist for Bob.
+    plain = run([sys.executable, "-m", "copier", "update", "--defaults"], project, bob)
+    assert plain.returncode != 0
+    assert not (bob_home / ".local" / "share" / "msscaffold").exists()
+
+    result = run([sys.executable, "-m", "msscaffold", "update"], project, bob)
+    assert result.returncode == 0, result.stderr
+    answers = read_answers(project)
+    assert answers["_commit"] == "v9.0.1"
+    assert answers["_src_path"] == "~/.local/share/msscaffold/template"  # unchanged: same for everyone
+    assert (project / "RELEASE.md").read_text() == "added in 9.0.1\n"
+    assert (bob_home / ".local" / "share" / "msscaffold" / "template" / ".git").is_dir()
+    assert not (tmp_path / "alice" / "proj" / "RELEASE.md").exists()  # Alice's copy untouched
+
+    # From then on plain `copier update` works for Bob too (nothing newer: a no-op that succeeds).
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "update to 9.0.1", cwd=project)
+    again = run([sys.executable, "-m", "copier", "update", "--defaults", "--skip-answered"], project, bob)
+    assert again.returncode == 0, again.stderr
+    assert read_answers(project)["_commit"] == "v9.0.1"
+
+
+def test_update_with_an_older_msscaffold_says_so(tmp_path, shared_project):
+    """Carol's msscaffold (9.0.0) predates the project's template (9.0.1): one line, nothing changed."""
+    clone, alices = shared_project
+    bob = user_env(install(tmp_path, clone, "bob-install"), tmp_path / "bob")
+    assert run([sys.executable, "-m", "msscaffold", "update"], alices, bob).returncode == 0
+    git("add", "-A", cwd=alices)
+    git("commit", "-qm", "update to 9.0.1", cwd=alices)
+
+    old = tmp_path / "old-clone"
+    git("clone", "-q", str(REPO), str(old), cwd=tmp_path)
+    release(old, "9.0.0")
+    carol = user_env(install(tmp_path, old, "carol-install"), tmp_path / "carol")
+    project = tmp_path / "carol" / "proj"
+    git("clone", "-q", str(alices), str(project), cwd=tmp_path)
+    result = run([sys.executable, "-m", "msscaffold", "update"], project, carol)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "v9.0.1" in lines[0] and "pip install -U msscaffold" in lines[0], result.stderr
+    assert git("status", "--porcelain", cwd=project) == ""

@@ -8,7 +8,9 @@ msscaffold tasks
 from __future__ import annotations
 
 import sys
+import traceback
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -19,10 +21,20 @@ from rich.markup import escape
 from msscaffold import __version__
 from msscaffold.errors import MsscaffoldError
 
-app = typer.Typer(no_args_is_help=True, add_completion=True)
+app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
 out = Console(soft_wrap=True, highlight=False)
-_state = {"debug": False}
+BUG = (
+    "This is a bug in msscaffold {version} (or in the template, with --template), not in your "
+    "input: please report it with the command you ran and the traceback above."
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """The global options, handed from the callback to every command through the Typer context."""
+
+    debug: bool = False
 
 
 def _task_names(src) -> list[str]:
@@ -38,24 +50,40 @@ def _complete_task(incomplete: str) -> list[str]:
     return [name for name in _task_names(source.resolve()) if name.startswith(incomplete)]
 
 
+def _error(message: str) -> None:
+    err.print(f"[red]error:[/red] {escape(' '.join(message.split()))}")
+
+
 @contextmanager
-def errors():
-    """The one error boundary: every failure is one line on stderr and exit code 1."""
+def errors(ctx: typer.Context):
+    """The one error boundary, like Copier's own.
+
+    - A user error (``MsscaffoldError``: bad answers, destination, template, git state;
+      Copier's refusals arrive here already converted by ``generate``) or an OS error
+      (disk full, permission denied): one line on stderr, exit code 1.
+    - Ctrl-C: one line, exit code 130.
+    - Anything else is a bug: its traceback, then one line saying so, exit code 1.
+    ``--debug`` adds the traceback to the first two kinds.
+    """
+    debug = isinstance(ctx.obj, Options) and ctx.obj.debug
     try:
         yield
     except (typer.Exit, typer.Abort):
         raise
-    except (Exception, KeyboardInterrupt) as exc:
-        if _state["debug"]:
-            raise
-        if isinstance(exc, KeyboardInterrupt):
-            err.print("[red]error:[/red] interrupted")
-            raise typer.Exit(130) from None
-        if isinstance(exc, MsscaffoldError):
-            message = str(exc)
-        else:
-            message = f"{type(exc).__name__}: {exc} (run with --debug for the traceback)"
-        err.print(f"[red]error:[/red] {escape(' '.join(message.split()))}")
+    except KeyboardInterrupt:
+        if debug:
+            traceback.print_exc()
+        _error("interrupted")
+        raise typer.Exit(130) from None
+    except (MsscaffoldError, OSError) as exc:
+        if debug:
+            traceback.print_exc()
+        message = str(exc) if isinstance(exc, MsscaffoldError) else f"{exc} (--debug shows where)"
+        _error(message)
+        raise typer.Exit(1) from None
+    except Exception:
+        traceback.print_exc()
+        _error(BUG.format(version=__version__))
         raise typer.Exit(1) from None
 
 
@@ -67,29 +95,42 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
+    ctx: typer.Context,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
     ] = False,
     debug: Annotated[
-        bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")
+        bool,
+        typer.Option("--debug", envvar="MSSCAFFOLD_DEBUG", help="Add the traceback to one-line errors."),
     ] = False,
 ) -> None:
     """Generate MindSpore deep-learning projects that stay updatable with Copier."""
-    _state["debug"] = debug
+    ctx.obj = Options(debug=debug)
 
 
-def _parse_data(items: list[str]) -> dict[str, str]:
-    data = {}
+def _parse_data(items: list[str], **options: str | None) -> dict[str, str]:
+    """``-d KEY=VALUE`` answers plus the options that are answers (``--task``, ``--name``)."""
+    data: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not key.strip():
+        key = key.strip()
+        if not sep or not key:
             raise MsscaffoldError(f"--data {item!r}: expected KEY=VALUE")
-        data[key.strip()] = value
+        if key in data and data[key] != value:
+            raise MsscaffoldError(f"--data {key} given twice ({data[key]!r} and {value!r})")
+        data[key] = value
+    for key, value in options.items():
+        if value is None:
+            continue
+        if key in data and data[key] != value:
+            raise MsscaffoldError(f"{key} given twice: {value!r} by its option and {data[key]!r} by --data")
+        data[key] = value
     return data
 
 
 @app.command()
 def new(
+    ctx: typer.Context,
     dest: Annotated[Path, typer.Argument(help="Folder to create (must be missing or empty).")],
     task: Annotated[
         str | None,
@@ -103,19 +144,14 @@ def new(
     defaults: Annotated[bool, typer.Option("--defaults", help="Never prompt; use defaults.")] = False,
 ) -> None:
     """Generate a new project in DEST."""
-    with errors():
+    with errors(ctx):
         from msscaffold import generate, source
 
-        answers = _parse_data(data)
+        answers = _parse_data(data, task=task, project_name=name)
         src = source.resolve(template, vcs_ref)
-        if task is not None:
-            names = _task_names(src)
-            if names and task not in names:
-                raise MsscaffoldError(f"task {task!r} is not available in this template (available: "
-                                      f"{', '.join(names)})")
-            answers["task"] = task
-        if name is not None:
-            answers["project_name"] = name
+        names = _task_names(src)
+        if task is not None and names and task not in names:
+            raise MsscaffoldError(f"task {task!r} is not available in this template (available: {', '.join(names)})")
         interactive = sys.stdin.isatty() and not defaults
         result = generate.new_project(
             dest, source=src, data=answers, interactive=interactive, init_git=not no_git
@@ -126,6 +162,7 @@ def new(
 
 @app.command()
 def update(
+    ctx: typer.Context,
     path: Annotated[Path, typer.Argument(help="Project folder.")] = Path("."),
     vcs_ref: Annotated[str | None, typer.Option(help="Template git ref to update to.")] = None,
     defaults: Annotated[
@@ -133,7 +170,7 @@ def update(
     ] = False,
 ) -> None:
     """Update a generated project to the current template; fail listing any conflicts."""
-    with errors():
+    with errors(ctx):
         from msscaffold import generate
 
         interactive = sys.stdin.isatty() and not defaults
@@ -144,9 +181,9 @@ def update(
 
 
 @app.command()
-def tasks() -> None:
+def tasks(ctx: typer.Context) -> None:
     """List the task families, what each trains on by default, and which are available."""
-    with errors():
+    with errors(ctx):
         from msscaffold import source
         from msscaffold.tasks import FACTS, describe
 

@@ -7,7 +7,10 @@ template (so never ``unsafe``), ``defaults=True`` unless prompting on a terminal
 
 from __future__ import annotations
 
+import math
 import os
+import re
+import shutil
 import warnings
 from pathlib import Path
 
@@ -17,31 +20,47 @@ from copier import Settings, run_copy, run_update
 from msscaffold import __version__
 from msscaffold.errors import MsscaffoldError
 from msscaffold.gitcmd import git, toplevel
-from msscaffold.source import TemplateSource, copier_config, for_update
+from msscaffold.source import TemplateSource, check_commit, copier_config, for_update
 
 ANSWERS_FILE = ".copier-answers.yml"
-_BOOLS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+_BOOLS = dict.fromkeys(("true", "yes", "on", "1"), True) | dict.fromkeys(("false", "no", "off", "0"), False)
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")  # no nan/inf
+_EXPECTED = {"int": "an integer", "float": "a finite number", "bool": "true or false"}
+# Where Copier raises a plain ValueError for a bad *answer* (invalid choice, failed validator,
+# wrong type, missing required answer). Any other ValueError from inside Copier is a bug.
+_COPIER_ANSWER_CHECKS = {"validate_answer", "_parse_answer", "parse_answer", "cast_answer", "_ask"}
 
 
-def _cast(kind: str, value: str):
-    """Copier's question types from a ``--data`` string; ValueError when it does not fit."""
-    if kind == "int":
-        return int(value)
-    if kind == "float":
-        return float(value)
-    if kind == "bool":
-        return _BOOLS[value.lower()] if value.lower() in _BOOLS else int("not a bool")
+def _cast(key: str, kind: str, value: str):
+    """Copier's question types from a ``--data`` string, refusing values that do not fit."""
+    text = value.strip()
+    if kind == "int" and _INT.fullmatch(text):
+        return int(text)
+    if kind == "float" and _FLOAT.fullmatch(text) and math.isfinite(float(text)):
+        return float(text)
+    if kind == "bool" and text.lower() in _BOOLS:
+        return _BOOLS[text.lower()]
+    if kind in _EXPECTED:
+        raise MsscaffoldError(f"--data {key}={value}: {key} must be {_EXPECTED[kind]}")
     return value
 
 
 def check_destination(dest: Path) -> None:
-    """Refuse a destination Copier would half-write or could not create."""
-    if dest.is_file():
-        raise MsscaffoldError(f"destination {dest} is a file")
+    """Refuse, in one line, a destination Copier would half-write, clobber or fail to create."""
+    if dest.is_symlink():
+        target = os.readlink(dest)
+        if not dest.exists():
+            raise MsscaffoldError(f"destination {dest} is a broken symlink (to {target}): remove it first")
+        raise MsscaffoldError(f"destination {dest} is a symlink (to {target}); give the real folder instead")
+    if dest.exists() and not dest.is_dir():
+        raise MsscaffoldError(f"destination {dest} is a file, not a folder")
     if dest.is_dir() and any(dest.iterdir()):
         raise MsscaffoldError(f"destination {dest} exists and is not empty")
-    ancestor = dest.absolute()
+    ancestor = Path(os.path.abspath(dest))
     while not ancestor.exists():
+        if ancestor.is_symlink():
+            raise MsscaffoldError(f"cannot create {dest}: {ancestor} is a broken symlink")
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         raise MsscaffoldError(f"cannot create {dest}: {ancestor} is not a directory")
@@ -53,24 +72,39 @@ def check_data(data: dict[str, str], config: dict | None) -> dict:
     """Refuse unknown answer keys and values of the wrong type, naming the key."""
     if config is None:  # remote template: Copier validates what it can
         return dict(data)
-    questions = {k: v for k, v in config.items() if not k.startswith("_")}
+    # Derived values (``when: false``, e.g. the task's entry script) are not answers.
+    questions = {k: v for k, v in config.items()
+                 if not k.startswith("_") and not (isinstance(v, dict) and v.get("when") is False)}
     checked = {}
     for key, value in data.items():
         if key not in questions:
             known = ", ".join(sorted(questions))
             raise MsscaffoldError(f"unknown answer {key!r} (--data keys: {known})")
         spec = questions[key] if isinstance(questions[key], dict) else {}
-        kind = spec.get("type", "str")
-        try:
-            checked[key] = _cast(kind, value)
-        except ValueError:
-            expected = {"int": "an integer", "float": "a number", "bool": "true or false"}.get(kind, kind)
-            raise MsscaffoldError(f"--data {key}={value}: {key} must be {expected}") from None
+        checked[key] = _cast(key, spec.get("type", "str"), value)
     return checked
 
 
+def _is_answer_error(exc: ValueError) -> bool:
+    """Is this plain ValueError Copier refusing an answer (rather than a bug somewhere)?"""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    code = tb.tb_frame.f_code
+    module = tb.tb_frame.f_globals.get("__name__", "")
+    return module.startswith("copier.") and code.co_name in _COPIER_ANSWER_CHECKS
+
+
 def _copier_call(fn, *args, **kwargs):
-    """Run a Copier entry point; its user-facing failures become MsscaffoldError."""
+    """Run a Copier entry point; its user-facing failures become MsscaffoldError.
+
+    User-facing: Copier's own errors (``CopierError``: bad template, dirty project,
+    ``InteractiveSessionError``, ...), an answer Copier refuses (a plain ``ValueError``
+    raised by its answer checks) and a failing git command. Anything else propagates
+    unchanged: it is a bug, and the CLI shows its traceback. Ctrl-C always propagates.
+    """
     from copier.errors import CopierError
     from plumbum import ProcessExecutionError
 
@@ -78,11 +112,43 @@ def _copier_call(fn, *args, **kwargs):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Dirty template changes included")
             return fn(*args, **kwargs)
-    except (CopierError, ValueError) as exc:
-        raise MsscaffoldError(" ".join(str(exc).split()) or type(exc).__name__) from exc
+    except KeyboardInterrupt:  # includes Copier's CopierAnswersInterrupt
+        raise
+    except CopierError as exc:
+        raise MsscaffoldError(_one_line(exc)) from exc
+    except ValueError as exc:
+        if not _is_answer_error(exc):
+            raise
+        raise MsscaffoldError(_one_line(exc)) from exc
     except ProcessExecutionError as exc:
         lines = [ln for ln in (exc.stderr or "").splitlines() if ln.strip()]
         raise MsscaffoldError(f"git failed: {lines[-1] if lines else exc}") from exc
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _created_paths(dest: Path) -> tuple[Path, bool]:
+    """The topmost folder a copy into ``dest`` will create, and whether it exists already."""
+    path = Path(os.path.abspath(dest))
+    if path.exists():
+        return path, True
+    while not path.parent.exists():
+        path = path.parent
+    return path, False
+
+
+def _remove_output(top: Path, existed: bool) -> None:
+    """Undo a failed ``new``: what it created goes; a folder that existed (empty) stays, empty."""
+    if not existed:
+        shutil.rmtree(top, ignore_errors=True)
+        return
+    for child in top.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
 
 
 def new_project(
@@ -94,27 +160,35 @@ def new_project(
     init_git: bool = True,
     quiet: bool = True,
 ) -> dict:
-    """Render the template into ``dest`` (and make it a git repo); return the answers."""
+    """Render the template into ``dest`` (and make it a git repo); return the answers.
+
+    On any failure (Ctrl-C included) nothing is left behind: ``dest`` was checked to be
+    missing or empty, and whatever this call created is removed again.
+    """
     check_destination(dest)
     answers = check_data(data, copier_config(source))
-    name = dest.absolute().name
-    _copier_call(
-        run_copy,
-        source.src,
-        dest,
-        answers,
-        vcs_ref=source.ref,
-        settings=Settings(),
-        user_defaults={"project_name": name},
-        defaults=not interactive,
-        unsafe=False,
-        quiet=quiet,
-    )
-    file = dest / ANSWERS_FILE
-    answers = yaml.safe_load(file.read_text(encoding="utf-8")) if file.is_file() else {}
-    if init_git:
-        commit = answers.get("_commit", "unversioned")
-        commit_all(dest, f"Initial commit from msscaffold {__version__} (template {commit})")
+    top, existed = _created_paths(dest)
+    try:
+        _copier_call(
+            run_copy,
+            source.src,
+            dest,
+            answers,
+            vcs_ref=source.ref,
+            settings=Settings(),
+            user_defaults={"project_name": Path(os.path.abspath(dest)).name},
+            defaults=not interactive,
+            unsafe=False,
+            quiet=quiet,
+        )
+        file = dest / ANSWERS_FILE
+        answers = yaml.safe_load(file.read_text(encoding="utf-8")) if file.is_file() else {}
+        if init_git:
+            commit = answers.get("_commit", "unversioned")
+            commit_all(dest, f"Initial commit from msscaffold {__version__} (template {commit})")
+    except BaseException:
+        _remove_output(top, existed)
+        raise
     return answers
 
 
@@ -141,8 +215,11 @@ def read_answers(path: Path) -> dict:
     file = path / ANSWERS_FILE
     if not file.is_file():
         raise MsscaffoldError(f"{path} has no {ANSWERS_FILE}: not a project generated by msscaffold/Copier")
-    answers = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-    if not answers.get("_src_path") or not answers.get("_commit"):
+    try:
+        answers = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise MsscaffoldError(f"{file} is not valid YAML: {_one_line(exc)}") from None
+    if not isinstance(answers, dict) or not answers.get("_src_path") or not answers.get("_commit"):
         raise MsscaffoldError(f"{file} lacks _src_path/_commit: the project cannot be updated")
     if git("status", "--porcelain", cwd=top).strip():
         raise MsscaffoldError(f"{top} has uncommitted changes: commit or stash them, then update")
@@ -155,6 +232,7 @@ def update_project(
     """Run ``copier update`` on ``path``; return the files left with conflicts."""
     answers = read_answers(path)
     source = for_update(str(answers["_src_path"]), vcs_ref)
+    check_commit(source, str(answers["_commit"]))
     _copier_call(
         run_update,
         path,
