@@ -151,7 +151,8 @@ def new(
         src = source.resolve(template, vcs_ref)
         names = _task_names(src)
         if task is not None and names and task not in names:
-            raise MsscaffoldError(f"task {task!r} is not available in this template (available: {', '.join(names)})")
+            available = ", ".join(names)
+            raise MsscaffoldError(f"task {task!r} is not available in this template (available: {available})")
         interactive = sys.stdin.isatty() and not defaults
         result = generate.new_project(
             dest, source=src, data=answers, interactive=interactive, init_git=not no_git
