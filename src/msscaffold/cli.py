@@ -152,7 +152,8 @@ def new(
         names = _task_names(src)
         if task is not None and names and task not in names:
             available = ", ".join(names)
-            raise MsscaffoldError(f"task {task!r} is not available in this template (available: {available})")
+            message = f"unknown task {task!r}: not available in this template (choose from {available})"
+            raise MsscaffoldError(message)
         interactive = sys.stdin.isatty() and not defaults
         result = generate.new_project(
             dest, source=src, data=answers, interactive=interactive, init_git=not no_git
