@@ -232,3 +232,20 @@ def test_update_refuses_unusable_answers(tmp_path, text, needle):
     before = snapshot(tmp_path)
     assert_one_line_error(msscaffold("update", str(project)), needle)
     assert snapshot(tmp_path) == before
+
+
+USAGE_CASES = {
+    "missing destination": (["new"], "Missing argument"),
+    "unknown option": (["new", "proj", "--colour", "blue"], "No such option: --colour"),
+    "unknown command": (["create", "proj"], "No such command 'create'"),
+    "option without value": (["new", "proj", "--task"], "'--task' requires an argument"),
+}
+
+
+@pytest.mark.parametrize("args, needle", USAGE_CASES.values(), ids=USAGE_CASES.keys())
+def test_usage_errors_are_one_line_too(tmp_path, args, needle):
+    before = snapshot(tmp_path)
+    result = msscaffold(*args, cwd=tmp_path)
+    assert_one_line_error(result, needle)
+    assert result.returncode == 2  # a usage error, as Typer/click number them
+    assert snapshot(tmp_path) == before
