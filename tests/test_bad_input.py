@@ -210,3 +210,42 @@ def test_update_refuses_folder_without_answers(tmp_path):
 def test_debug_shows_traceback(tmp_path):
     result = msscaffold("--debug", "new", "proj", "--task", "speech", cwd=tmp_path)
     assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+def committed_edit(project, text):
+    (project / ".copier-answers.yml").write_text(text)
+    git("commit", "-qam", "edit answers", cwd=project)
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("_src_path: /nonexistent/template\n_commit: v1.0.0\n", "/nonexistent/template"),
+        ("_src_path: [unclosed\n", "is not valid YAML"),
+        ("- a list\n", "lacks _src_path/_commit"),
+    ],
+    ids=["source gone", "not YAML", "not a mapping"],
+)
+def test_update_refuses_unusable_answers(tmp_path, text, needle):
+    project = generate(tmp_path)
+    committed_edit(project, text)
+    before = snapshot(tmp_path)
+    assert_one_line_error(msscaffold("update", str(project)), needle)
+    assert snapshot(tmp_path) == before
+
+
+USAGE_CASES = {
+    "missing destination": (["new"], "Missing argument"),
+    "unknown option": (["new", "proj", "--colour", "blue"], "No such option: --colour"),
+    "unknown command": (["create", "proj"], "No such command 'create'"),
+    "option without value": (["new", "proj", "--task"], "'--task' requires an argument"),
+}
+
+
+@pytest.mark.parametrize("args, needle", USAGE_CASES.values(), ids=USAGE_CASES.keys())
+def test_usage_errors_are_one_line_too(tmp_path, args, needle):
+    before = snapshot(tmp_path)
+    result = msscaffold(*args, cwd=tmp_path)
+    assert_one_line_error(result, needle)
+    assert result.returncode == 2  # a usage error, as Typer/click number them
+    assert snapshot(tmp_path) == before

@@ -17,13 +17,44 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from msscaffold import __version__
 from msscaffold.errors import MsscaffoldError
 
-app = typer.Typer(no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False)
+# Typer's usage-error classes (from click, or its vendored copy), found without importing either.
+_UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+_ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
 err = Console(stderr=True, soft_wrap=True, highlight=False)
 out = Console(soft_wrap=True, highlight=False)
+
+
+class _OneLineUsageErrors(TyperGroup):
+    """Command-line usage errors (a missing argument, an unknown option) in one line, exit code 2,
+    like every other error here, instead of Typer's usage block and error box."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except _ClickException as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError" or not isinstance(exc, _UsageError):
+                exc.show()  # bare `msscaffold`: the help text
+                sys.exit(exc.exit_code)
+            where = f" (see: {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+            _error(exc.format_message() + where)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            _error("aborted")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+app = typer.Typer(
+    cls=_OneLineUsageErrors, no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False
+)
 BUG = (
     "This is a bug in msscaffold {version} (or in the template, with --template), not in your "
     "input: please report it with the command you ran and the traceback above."

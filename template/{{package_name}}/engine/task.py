@@ -16,8 +16,9 @@ What the engine relies on:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import numpy as np
 from mindspore import Tensor, nn

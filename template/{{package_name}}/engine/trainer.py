@@ -236,4 +236,3 @@ def new_run_dir(cfg: Config, is_main: bool) -> Path:
                               f"or pass --resume {run_dir}/last.ckpt")
         run_dir.mkdir(parents=True, exist_ok=True)
     return run_dir
-

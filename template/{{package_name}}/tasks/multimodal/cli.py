@@ -54,4 +54,3 @@ def main() -> None:
             print(f"{score:+.3f}  {item}")
 
     guarded(run)
-

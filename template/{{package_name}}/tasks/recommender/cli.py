@@ -42,4 +42,3 @@ def main() -> None:
             print(f"{rank:>3}. item {item:<8} p={prob:.3f}  {title}")
 
     guarded(run)
-
