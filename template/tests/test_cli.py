@@ -28,6 +28,12 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) ->
     ("train.grad_accum_steps=0", ("train.grad_accum_steps",)),
     ("runtime.device=TPU", ("runtime.device", "TPU")),
     ("optim.name=adamax", ("optim.name",)),
+    ("train.epochs=true", ("train.epochs", "valid integer")),  # no bool -> int
+    ("train.jit=1", ("train.jit", "valid boolean")),
+    ("optim.lr=.inf", ("optim.lr", "finite")),
+    ("output.name=../../x", ("output.name", "plain folder name")),
+    ("output.name=/etc", ("output.name", "plain folder name")),
+    ("seed=-1", ("seed", "greater than or equal to 0")),
 ])
 def test_bad_config_values(tmp_path, override, needles):
     result = run("train.py", "--set", f"output.dir={tmp_path}", "--set", override)

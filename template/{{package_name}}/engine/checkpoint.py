@@ -2,7 +2,9 @@
 (step, epoch, data position, resolved config, task meta, template version).
 
 Resume reads everything from the file, never from its name. Writes are atomic (temp
-file + rename), so a crash never leaves a half-written checkpoint behind.
+file, fsync, rename), so a crash never leaves a half-written checkpoint behind; every file
+carries CRC checksums that loading verifies, so a corrupted file is refused, not trained on;
+and weights that are not finite are never written.
 """
 
 from __future__ import annotations
@@ -10,11 +12,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import mindspore as ms
+import numpy as np
+from mindspore import log as ms_log
 
+from ..tasks import available
 from .errors import CheckpointError
 
 META_KEY = "msscaffold_meta"
@@ -25,21 +31,33 @@ _NOT_RESTORED = ("learning_rate",)
 def save(path: Path, holders: Iterable[Any], meta: dict[str, Any]) -> None:
     """Save the parameters of ``holders`` (Cells, optimizers, loss scalers) with ``meta``."""
     params = {p.name: p for holder in holders for p in _parameters(holder)}
+    bad = next((name for name, p in params.items() if not np.isfinite(p.asnumpy()).all()), None)
+    if bad is not None:
+        raise CheckpointError(f"not writing {path}: parameter {bad!r} is not finite (NaN or inf)")
     tmp = path.with_name(f".{path.stem}.tmp.ckpt")  # MindSpore appends .ckpt to other names
     ms.save_checkpoint([{"name": name, "data": p} for name, p in params.items()], str(tmp),
-                       append_dict={META_KEY: json.dumps(meta)})
+                       append_dict={META_KEY: json.dumps(meta)}, crc_check=True)
+    with open(tmp, "rb+") as f:  # on disk before the rename makes it the checkpoint
+        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
 def read(path: str | Path) -> tuple[dict[str, ms.Parameter], dict[str, Any]]:
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"checkpoint {path} is a folder; pass a .ckpt file, e.g. {path / 'best.ckpt'}")
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
-        params = ms.load_checkpoint(str(path))
+        with _quiet_mindspore_log():  # its own log line would repeat ours
+            params = ms.load_checkpoint(str(path), crc_check=True)
         meta = json.loads(params.pop(META_KEY))
     except (ValueError, RuntimeError, KeyError, TypeError, json.JSONDecodeError):
-        raise CheckpointError(f"{path} is not a checkpoint written by this project (corrupt or foreign)") from None
+        raise CheckpointError(f"{path} is corrupt or not a checkpoint written by this project "
+                              "(its checksums or format do not match)") from None
+    task = meta.get("config", {}).get("task")
+    if task not in available():
+        raise CheckpointError(f"{path} was trained for task {task!r}; this project's task is {', '.join(available())}")
     return params, meta
 
 
@@ -62,3 +80,13 @@ def _parameters(holder: Any) -> list[ms.Parameter]:
     if isinstance(holder, ms.nn.Cell):
         return list(holder.get_parameters())
     return [v for v in vars(holder).values() if isinstance(v, ms.Parameter)]  # e.g. a loss scaler
+
+
+@contextmanager
+def _quiet_mindspore_log():
+    logger = ms_log._get_logger()
+    logger.disabled, was = True, logger.disabled
+    try:
+        yield
+    finally:
+        logger.disabled = was

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from .errors import UserError
+from .errors import Interrupted, UserError
 
 DEFAULT_CONFIG = "config/config.yaml"
 
@@ -35,6 +35,8 @@ def guarded(main: Callable[[], object]) -> NoReturn:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except Interrupted as exc:  # the trainer saved last.ckpt and said how to resume
+        sys.exit(exc.code)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
@@ -48,11 +50,17 @@ def train_main() -> NoReturn:
 
     def main():
         from .config import load_config
+        from .resume import find_resume, resume_config
 
         cfg = load_config(args.config, args.overrides)
+        resume = find_resume(cfg.output.dir, args.resume)
+        if resume is not None:  # the run goes on with its own saved config (see engine/resume.py)
+            from . import checkpoint
+
+            cfg = resume_config(checkpoint.read(resume)[1]["config"], args.overrides, str(resume))
         from .trainer import train
 
-        summary = train(cfg, resume=args.resume)
+        summary = train(cfg, resume=resume and str(resume))
         print(json.dumps(summary, indent=2))
 
     guarded(main)

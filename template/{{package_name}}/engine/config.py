@@ -10,6 +10,7 @@ typo). This module never imports MindSpore.
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,26 @@ from .errors import ConfigError
 from .schema import Config
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML with YAML 1.2 floats: ``3e-4`` is a number (PyYAML's 1.1 rules read it as text)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\d[\d_]*)?(?:\.\d*)?[eE][-+]?\d+$"),
+    list("-+0123456789."),
+)
+
+
+def parse(text: str):
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+
+
 def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
     """Read ``path``, apply ``key.path=value`` overrides and validate everything."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        raw = parse(path.read_text(encoding="utf-8")) or {}
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
@@ -56,14 +72,16 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise ConfigError(f"override {item!r}: {part!r} is not a section")
-    node[leaf] = yaml.safe_load(text) if text else None
+    node[leaf] = parse(text) if text else None
 
 
 def _describe(error: dict[str, Any], schema: type[BaseModel]) -> str:
     loc = [str(part) for part in error["loc"]]
     key = ".".join(loc)
-    if error["type"] == "value_error":  # a task's own check: its message names the keys
-        return error["msg"].removeprefix("Value error, ")
+    if error["type"] == "value_error":
+        message = error["msg"].removeprefix("Value error, ")
+        # A field's check says what is wrong with its value; a section's check names its keys.
+        return message if isinstance(error.get("input"), dict) else f"{key}={error.get('input')!r}: {message}"
     if error["type"] == "extra_forbidden":
         hint = _closest(loc, schema)
         return f"unknown key {key!r}" + (f" (did you mean {hint!r}?)" if hint else "")

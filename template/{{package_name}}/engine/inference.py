@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,7 @@ from mindspore import nn
 from ..tasks import get_task
 from . import checkpoint, runtime
 from .config import apply_override, build_config
+from .errors import ConfigError
 from .schema import Config
 from .task import Comm, Task
 
@@ -26,12 +28,19 @@ class Trained:
 def load_trained(path: str, overrides: list[str] = ()) -> Trained:
     """``overrides`` may point at other data (e.g. ``data.path=...``) but not change the model."""
     params, meta = checkpoint.read(path)
-    raw = meta["config"]
+    raw = json.loads(json.dumps(meta["config"]))
     for item in overrides:
+        if item.startswith("model."):
+            raise ConfigError(f"--set {item}: the model is the checkpoint's own; only data and runtime may change")
         apply_override(raw, item)
+    saved = build_config(meta["config"], source=f"{path} (saved config)")
     cfg = build_config(raw, source=f"{path} (saved config)")
     runtime.setup(cfg)
     task = get_task(cfg.task)
+    for key in task.fixed_data:  # what the network was built for stays as it was trained
+        if getattr(cfg.data, key) != getattr(saved.data, key):
+            raise ConfigError(f"data.{key}={getattr(cfg.data, key)!r}: {path} was trained with "
+                              f"data.{key}={getattr(saved.data, key)!r}, and its network only fits that")
     network = task.build_model(cfg, meta["task_meta"], Comm()).network
     checkpoint.restore(params, network)
     network.set_train(False)
@@ -43,3 +52,4 @@ def evaluate_checkpoint(path: str, overrides: list[str] = ()) -> dict[str, float
     data = trained.task.load_data(trained.cfg)
     data.meta = trained.meta  # evaluate with the training-time meta (normalisation, vocabulary)
     return trained.task.evaluate(trained.network, data, trained.cfg)
+

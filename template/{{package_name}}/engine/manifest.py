@@ -6,6 +6,7 @@ import json
 import platform
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,11 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def write(run_dir: Path, cfg: Config, device: str, world_size: int) -> dict[str, Any]:
+def write(run_dir: Path, cfg: Config, device: str, world_size: int, resumed_from: Path | None = None,
+          step: int = 0) -> dict[str, Any]:
+    """Describe the run; a resume appends itself to ``resumes`` (the run's history stays)."""
+    path = run_dir / "manifest.json"
+    earlier = json.loads(path.read_text(encoding="utf-8")) if resumed_from and path.is_file() else {}
     manifest = {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -47,6 +52,10 @@ def write(run_dir: Path, cfg: Config, device: str, world_size: int) -> dict[str,
         "git_commit": git_commit(),
         "template_commit": template_version(),
         "config": cfg.to_dict(),
+        "resumes": earlier.get("resumes", []),
     }
-    (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    if resumed_from:
+        manifest["resumes"].append({"from": str(resumed_from), "step": step, "config_hash": cfg.digest(),
+                                    "at": datetime.now().isoformat(timespec="seconds")})
+    path.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     return manifest

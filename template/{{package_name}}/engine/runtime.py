@@ -17,8 +17,9 @@ from .schema import Config
 _PREFERENCE = ("Ascend", "GPU", "CPU")
 
 
-def setup(cfg: Config) -> str:
-    """Apply ``cfg.runtime`` and seeds; return the device in use."""
+def setup(cfg: Config, device_id: int = 0) -> str:
+    """Apply ``cfg.runtime`` and seeds; return the device in use. ``device_id``: this process's
+    accelerator (its local rank under a launcher)."""
     if cfg.runtime.onednn_max_isa:
         os.environ.setdefault("ONEDNN_MAX_CPU_ISA", cfg.runtime.onednn_max_isa)
 
@@ -32,7 +33,10 @@ def setup(cfg: Config) -> str:
         raise ConfigError(f"runtime.device={device!r} is not available here; use auto or CPU")
     if device == "CPU" and cfg.train.amp_level != "O0" and cfg.train.amp_dtype == "bfloat16":
         raise ConfigError("train.amp_dtype='bfloat16' is not supported on CPU; use float16 or amp_level O0")
-    ms.set_device(device)
+    if device == "CPU":
+        ms.set_device(device)
+    else:
+        ms.set_device(device, device_id)
     seed_everything(cfg.seed)
     return device
 

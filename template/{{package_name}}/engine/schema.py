@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class Section(BaseModel):
-    """Base for every config section: unknown keys are errors, values are not coerced silently."""
+    """Base for every config section: unknown keys are errors, and values are not coerced
+    (``true`` is not an epoch count, ``1`` is not a boolean); floats must be finite."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True, allow_inf_nan=False)
 
 
 class Runtime(Section):
@@ -42,6 +45,9 @@ class Train(Section):
     eval_every: int | None = Field(None, gt=0)  # optimizer steps; null = once per epoch
     log_every: int = Field(10, gt=0)
     early_stop_patience: int | None = Field(None, gt=0)  # evaluations without improvement
+    save_every: int | None = Field(None, gt=0)  # optimizer steps between last.ckpt saves; null = at evaluations
+    keep_last: int = Field(0, ge=0)  # also keep the N newest step-<N>.ckpt files of save_every
+    on_nonfinite: Literal["stop", "skip"] = "stop"  # NaN/inf gradients (fp32): stop naming the step, or skip
     callbacks: list[str] = []  # "module:Class" user callbacks, see engine/callbacks.py
 
 
@@ -58,15 +64,27 @@ class Optim(Section):
 
 
 class Output(Section):
-    dir: str = "runs"
-    name: str | None = None  # run folder name; null = timestamp
+    dir: str = "runs"  # ~ is expanded
+    name: str | None = None  # run folder name inside dir (a plain name, not a path); null = timestamp
     metrics_format: Literal["jsonl", "csv"] = "jsonl"
     plot: bool = True
+
+    @field_validator("dir")
+    @classmethod
+    def _expand_home(cls, value: str) -> str:
+        return os.path.expanduser(value)
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value):
+            raise ValueError("must be a plain folder name (letters, digits, '.', '_', '-'), not a path")
+        return value
 
 
 class Config(Section):
     task: str
-    seed: int = 42  # the same seed on every rank: identical init, data order differs by shard
+    seed: int = Field(42, ge=0)  # the same seed on every rank: identical init, data order differs by shard
     runtime: Runtime = Runtime()
     train: Train = Train()
     optim: Optim = Optim()

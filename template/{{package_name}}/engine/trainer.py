@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 import warnings
 from collections.abc import Iterator
@@ -14,10 +15,12 @@ from ..tasks import get_task
 from . import checkpoint, distributed, manifest, runtime
 from .callbacks import Callback, build_callbacks
 from .data import Batches
-from .errors import CheckpointError, ConfigError
+from .errors import ConfigError, Interrupted, TrainingError
 from .manifest import template_version
 from .optim import build_optimizer, current_lr, lr_schedule
+from .resume import check_same_run, continues_in_place, drop_rows_after, find_resume
 from .schema import Config
+from .signals import StopSignals
 from .step import build_train_step
 from .task import Capabilities, Comm, Task
 
@@ -47,8 +50,8 @@ class Trainer:
         self.monitor = task.monitor_for(cfg)
         caps = task.capabilities(cfg)
         check_capabilities(cfg, caps)
-        resume_path = find_resume(cfg, resume)
-        self.device = runtime.setup(cfg)
+        resume_path = find_resume(cfg.output.dir, resume)
+        self.device = runtime.setup(cfg, distributed.local_rank())
         self.comm = distributed.init()
         check_distributed(cfg, caps, self.comm)
         self.data = task.load_data(cfg)
@@ -61,18 +64,21 @@ class Trainer:
         self.schedule = lr_schedule(cfg.optim, self.total_steps)
         self.optimizer = build_optimizer(cfg.optim, self.network.trainable_params(), self.schedule)
         reducer = distributed.grad_reducer(self.optimizer.parameters, self.comm)
-        self.step_fn = build_train_step(model.loss, self.optimizer, reducer, cfg.train)
+        self.step_fn = build_train_step(model.loss, self.optimizer, reducer, cfg.train, check_finite=caps.amp)
         model.loss.set_train(True)
 
         self.state = State()
         self.history: list[dict[str, Any]] = []
         self.losses: list = []  # micro-step losses since the last log row
+        self.window_start = (0, 0)  # (step, skipped steps) when that window began
         self.should_stop = False
+        self.signals = StopSignals()
         self.evaluated_at = -1  # the optimizer step of the last evaluation
         self.last_metrics: dict[str, float] = {}
         self.run_dir = self._resume(resume_path) if resume_path else self._start_fresh()
         if self.comm.is_main:
-            manifest.write(self.run_dir, cfg, self.device, self.comm.size)
+            manifest.write(self.run_dir, cfg, self.device, self.comm.size, resumed_from=resume_path,
+                           step=self.state.step)
         self.callbacks = build_callbacks(cfg, self.run_dir) + list(callbacks)
         if caps.grad_accum == "approximate" and cfg.train.grad_accum_steps > 1:
             warnings.warn(f"train.grad_accum_steps={cfg.train.grad_accum_steps}: {caps.reason}", stacklevel=2)
@@ -80,7 +86,11 @@ class Trainer:
     # -- the loop -------------------------------------------------------------------------
     @property
     def finished(self) -> bool:
-        return self.should_stop or self.state.step >= self.total_steps
+        return self.should_stop or self.state.step >= self.total_steps or self.interrupted
+
+    @property
+    def interrupted(self) -> bool:
+        return self.signals.received is not None
 
     def fit(self) -> dict[str, Any]:
         cfg = self.cfg.train
@@ -89,8 +99,12 @@ class Trainer:
                   f"{self.device}, {'jit' if cfg.jit else 'PyNative'}, amp {cfg.amp_level}; run dir {self.run_dir}")
         self._hook("on_train_begin")
         self.tick = time.perf_counter()
-        while not self.finished:
-            self.train_epoch()
+        self.window_start = (self.state.step, self.state.skipped_steps)
+        with self.signals:
+            while not self.finished:
+                self.train_epoch()
+        if self.interrupted:
+            self._stop_on_signal()
         if self.evaluated_at != self.state.step:
             self.evaluate()
         summary = {"run_dir": str(self.run_dir), "steps": self.state.step, "epochs": self.state.epoch,
@@ -123,8 +137,18 @@ class Trainer:
         self.state.batch += k
         self.state.step += 1
         self.state.skipped_steps += not finite
+        if not finite and self.cfg.train.amp_level == "O0" and self.cfg.train.on_nonfinite == "stop":
+            raise TrainingError(f"the loss or its gradients became NaN/inf at step {self.state.step}: stopped "
+                                "before applying it; lower optim.lr, set train.grad_clip, or set "
+                                "train.on_nonfinite=skip to skip such updates")
+        if self.comm.size > 1 and distributed.any_rank(self.interrupted, self.comm):
+            self.signals.received = self.signals.received or signal.SIGTERM  # all ranks stop together
         if self.state.step % self.cfg.train.log_every == 0 or self.state.step == self.total_steps:
             self._hook("on_step_end", self._step_logs())
+        save_every = self.cfg.train.save_every
+        if save_every and self.state.step % save_every == 0:
+            self.save_checkpoint("last.ckpt")
+            self._keep_step_checkpoint()
 
     def evaluate(self) -> dict[str, float]:
         self.network.set_train(False)
@@ -148,19 +172,40 @@ class Trainer:
                 "template_commit": template_version(), "saved": datetime.now().isoformat(timespec="seconds")}
         checkpoint.save(self.run_dir / name, [self.network, self.optimizer, self.step_fn.scaler], meta)
 
+    def _keep_step_checkpoint(self) -> None:
+        """``train.keep_last``: a copy of this save as ``step-<N>.ckpt``; older copies beyond N go."""
+        keep = self.cfg.train.keep_last
+        if not keep or not self.comm.is_main:
+            return
+        self.save_checkpoint(f"step-{self.state.step:07d}.ckpt")
+        for old in sorted(self.run_dir.glob("step-*.ckpt"))[:-keep]:
+            old.unlink()
+
+    def _stop_on_signal(self) -> None:
+        """Save where training stopped, say how to go on, and leave with 128 + the signal."""
+        self.save_checkpoint("last.ckpt")
+        self._say(f"stopped at step {self.state.step} of {self.total_steps}: saved {self.run_dir / 'last.ckpt'}; "
+                  f"continue with: python train.py --resume {self.run_dir / 'last.ckpt'}")
+        raise Interrupted(self.signals.received)
+
     def _start_fresh(self) -> Path:
         self.task.warm_start(self.network, self.cfg)
         return new_run_dir(self.cfg, self.comm.is_main)
 
     def _resume(self, path: Path) -> Path:
         params, meta = checkpoint.read(path)
-        if meta.get("config", {}).get("task") != self.cfg.task:
-            raise CheckpointError(f"{path} was trained for task {meta.get('config', {}).get('task')!r}, "
-                                  f"not {self.cfg.task!r}")
+        check_same_run(self.cfg, meta.get("config", {}), path)
         checkpoint.restore(params, self.network, self.optimizer, self.step_fn.scaler)
         self.state = State(**meta["state"])
-        self._say(f"resumed from {path} at step {self.state.step} (epoch {self.state.epoch})")
-        return path.parent
+        if continues_in_place(path):
+            if self.comm.is_main:
+                drop_rows_after(path.parent, self.state.step)
+            run_dir = path.parent
+        else:  # best.ckpt, step-N.ckpt or a copy: never write over the run it came from
+            run_dir = new_run_dir(self.cfg.model_copy(update={"output": self.cfg.output.model_copy(
+                update={"name": None})}), self.comm.is_main)
+        self._say(f"resumed from {path} at step {self.state.step} (epoch {self.state.epoch}); writing to {run_dir}")
+        return run_dir
 
     # -- helpers --------------------------------------------------------------------------
     @property
@@ -169,6 +214,7 @@ class Trainer:
 
     def _step_logs(self) -> dict[str, Any]:
         """The log row of the steps since the last one (mean loss, throughput); resets the window."""
+        self._check_skips()
         losses, self.losses = self.losses, []
         elapsed, self.tick = time.perf_counter() - self.tick, time.perf_counter()
         steps = len(losses) / self.cfg.train.grad_accum_steps
@@ -178,6 +224,19 @@ class Trainer:
                 "samples_per_s": steps * self.global_batch / max(elapsed, 1e-9),
                 "skipped_steps": self.state.skipped_steps,
                 "loss_scale": float(self.step_fn.scaler.scale_value.asnumpy())}
+
+    def _check_skips(self) -> None:
+        """Skipped updates (fp16 overflow, or non-finite with on_nonfinite=skip) in the window
+        since the last log row: a warning past half, an error when every one was skipped."""
+        (step0, skipped0), steps = self.window_start, self.state.step - self.window_start[0]
+        skipped = self.state.skipped_steps - skipped0
+        self.window_start = (self.state.step, self.state.skipped_steps)
+        if steps >= 2 and skipped == steps:
+            raise TrainingError(f"all {steps} updates of steps {step0 + 1}-{self.state.step} were skipped "
+                                "(gradients overflowed or were not finite): nothing is being trained; lower "
+                                "train.loss_scale or optim.lr, or use train.amp_level=O0")
+        if skipped * 2 > steps:
+            self._say(f"warning: {skipped} of the last {steps} updates were skipped (overflow or non-finite)")
 
     def _hook(self, name: str, *args) -> None:
         for callback in self.callbacks:
@@ -212,19 +271,6 @@ def check_capabilities(cfg: Config, caps: Capabilities) -> None:
                           f"configuration{why}; use O0")
     if not caps.grad_clip and cfg.train.grad_clip is not None:
         raise ConfigError(f"train.grad_clip is not supported by this {cfg.task} configuration{why}; set it to null")
-
-
-def find_resume(cfg: Config, resume: str | None) -> Path | None:
-    """``auto``: the newest ``last.ckpt`` under ``output.dir`` (or none: start fresh); else a path."""
-    if resume is None:
-        return None
-    if resume == "auto":
-        found = sorted(Path(cfg.output.dir).glob("*/last.ckpt"), key=lambda p: p.stat().st_mtime)
-        return found[-1] if found else None
-    path = Path(resume)
-    if not path.is_file():
-        raise CheckpointError(f"--resume {resume}: no such checkpoint")
-    return path
 
 
 def new_run_dir(cfg: Config, is_main: bool) -> Path:

@@ -47,4 +47,5 @@ def capabilities(cfg) -> Capabilities:
 
 
 TASK = Task(name="multimodal", load_data=load_data, build_model=build_model, evaluate=evaluate,
-            monitor="i2t_r1", mode="max", exports=exports, capabilities=capabilities)
+            monitor="i2t_r1", mode="max", exports=exports, capabilities=capabilities,
+            fixed_data=("image_size", "channels", "max_tokens"))

@@ -60,4 +60,5 @@ def exports(network: nn.Cell, meta: dict, cfg) -> dict:
 
 
 TASK = Task(name="nlp", load_data=load_data, build_model=build_model, evaluate=evaluate,
-            monitor="loss", mode="min", exports=exports)
+            monitor="loss", mode="min", exports=exports,
+            fixed_data=("tokenizer",))

@@ -67,4 +67,5 @@ def capabilities(cfg) -> Capabilities:
 
 
 TASK = Task(name="recommender", load_data=load_data, build_model=build_model, evaluate=evaluate,
-            monitor=monitor, mode="max", exports=exports, capabilities=capabilities)
+            monitor=monitor, mode="max", exports=exports, capabilities=capabilities,
+            fixed_data=("mode",))

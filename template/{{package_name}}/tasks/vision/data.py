@@ -15,6 +15,9 @@ from .config import DataConfig
 
 def load_data(cfg) -> Data:
     images, labels, classes = read_images(cfg.data)
+    if len(classes) < 2:
+        raise DataError(f"data.path={cfg.data.path!r} has {len(classes)} class ({', '.join(classes)}): "
+                        "a classifier needs at least two")
     train_idx, eval_idx = stratified_split(labels, len(labels), cfg.data.eval_fraction, cfg.seed)
     mean, std = float(images[train_idx].mean()), float(images[train_idx].std()) or 1.0
     meta = {"classes": classes, "image_size": cfg.data.image_size, "channels": cfg.data.channels,

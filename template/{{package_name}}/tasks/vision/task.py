@@ -55,4 +55,5 @@ def capabilities(cfg) -> Capabilities:
 
 TASK = Task(name="vision", load_data=load_data, build_model=build_model, evaluate=evaluate,
             monitor="accuracy", mode="max", exports=exports,
-            warm_start=warm_start, capabilities=capabilities)
+            warm_start=warm_start, capabilities=capabilities,
+            fixed_data=("image_size", "channels"))

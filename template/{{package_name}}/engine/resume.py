@@ -1,0 +1,98 @@
+"""Resume is a continuation: the run goes on with its own saved config, in its own folder.
+
+- The config comes from the checkpoint. ``--set`` may change only what is safe mid-run
+  (``SAFE_ON_RESUME``); anything else is refused, naming the key.
+- Resuming from a run folder's ``last.ckpt`` continues in that folder: log rows written after
+  the checkpoint's step (the work lost with the interruption) are dropped, so the log reads as
+  one run. Any other checkpoint (``best.ckpt``, ``step-N.ckpt``, a copy elsewhere) continues in
+  a new run folder, so a later ``last.ckpt`` is never overwritten.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from .config import apply_override, build_config
+from .errors import CheckpointError, ConfigError
+from .schema import Config
+
+# Keys a resumed run may change: how long it trains, how often it evaluates, logs and saves.
+# (output.dir: where ``--resume auto`` looks, and where a resume from a copy starts its new folder.)
+SAFE_ON_RESUME = ("train.epochs", "train.max_steps", "train.eval_every", "train.log_every",
+                  "train.early_stop_patience", "train.save_every", "train.keep_last", "train.callbacks",
+                  "output.dir", "output.plot", "output.metrics_format")
+
+
+def find_resume(output_dir: str, resume: str | None) -> Path | None:
+    """``auto``: the newest ``last.ckpt`` under ``output_dir`` (or none: start fresh); else a path."""
+    if resume is None:
+        return None
+    if resume == "auto":
+        found = sorted(Path(output_dir).glob("*/last.ckpt"), key=lambda p: p.stat().st_mtime)
+        return found[-1] if found else None
+    path = Path(resume)
+    if path.is_dir():
+        raise CheckpointError(f"--resume {resume} is a folder; pass a checkpoint, e.g. {path / 'last.ckpt'}")
+    if not path.is_file():
+        raise CheckpointError(f"--resume {resume}: no such checkpoint")
+    return path
+
+
+def resume_config(saved: dict[str, Any], overrides: list[str], source: str) -> Config:
+    """The run's saved config with ``overrides`` applied, refusing those not safe mid-run."""
+    for item in overrides:
+        key = item.partition("=")[0]
+        if key not in SAFE_ON_RESUME:
+            raise ConfigError(f"--set {key}: a resumed run keeps its own config; only "
+                              f"{', '.join(SAFE_ON_RESUME)} may change (start a new run to change {key})")
+    raw = json.loads(json.dumps(saved))
+    for item in overrides:
+        apply_override(raw, item)
+    return build_config(raw, source=f"{source} (saved config)")
+
+
+def check_same_run(cfg: Config, saved: dict[str, Any], path: Path) -> None:
+    """Refuse a config that differs from the checkpoint's beyond the keys safe to change."""
+    if saved.get("task") != cfg.task:
+        raise CheckpointError(f"{path} was trained for task {saved.get('task')!r}, not {cfg.task!r}")
+    # Validated like any config, so keys added to the schema since the checkpoint take defaults.
+    now, then = _flatten(cfg.to_dict()), _flatten(build_config(saved, source=f"{path} (saved config)").to_dict())
+    for key in sorted(now.keys() | then.keys()):
+        if now.get(key) != then.get(key) and not key.startswith(SAFE_ON_RESUME):
+            raise ConfigError(f"{key}={now.get(key)!r} differs from the run being resumed ({then.get(key)!r}); "
+                              f"a resumed run keeps its config: only {', '.join(SAFE_ON_RESUME)} may change")
+
+
+def continues_in_place(path: Path) -> bool:
+    """Is ``path`` a run folder's ``last.ckpt`` (its newest state)?"""
+    return path.name == "last.ckpt" and (path.parent / "manifest.json").is_file()
+
+
+def drop_rows_after(run_dir: Path, step: int) -> None:
+    """Remove metric rows past ``step`` (written after the checkpoint, then lost with the run)."""
+    jsonl = run_dir / "metrics.jsonl"
+    if jsonl.is_file():
+        rows = [line for line in jsonl.read_text(encoding="utf-8").splitlines() if line.strip()]
+        kept = [line for line in rows if json.loads(line).get("step", 0) <= step]
+        jsonl.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+    for table in run_dir.glob("metrics_*.csv"):
+        with open(table, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+        if rows:
+            with open(table, "w", newline="", encoding="utf-8") as f:
+                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(row for row in rows if int(row["step"]) <= step)
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = value
+    return flat
