@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 
 class Section(BaseModel):
@@ -60,7 +60,9 @@ class Optim(Section):
 class Output(Section):
     dir: str = "runs"
     name: str | None = None  # run folder name; null = timestamp
-    metrics_format: Literal["jsonl", "csv"] = "jsonl"
+    # Where logged train rows and eval metrics go (engine/loggers.py); tensorboard and mlflow
+    # are optional extras: pip install -e ".[tensorboard]" / ".[mlflow]".
+    loggers: list[Literal["jsonl", "csv", "tensorboard", "mlflow"]] = ["jsonl"]
     plot: bool = True
 
 
@@ -73,9 +75,16 @@ class Config(Section):
     output: Output = Output()
     data: Section
     model: Section
+    # Set by engine.config.load_config: {"files": [...], "overrides": [...]}, in the order applied.
+    _origin: dict[str, list[str]] = PrivateAttr(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+    @property
+    def origin(self) -> dict[str, list[str]]:
+        """The YAML files and ``--set`` overrides this config was built from (empty if built in code)."""
+        return self._origin
 
     def digest(self) -> str:
         text = json.dumps(self.to_dict(), sort_keys=True)

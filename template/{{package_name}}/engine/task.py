@@ -84,6 +84,8 @@ class Task:
     capabilities: Callable[[Config], Capabilities] = lambda cfg: Capabilities()
     # Called on fresh training runs only (not on resume or inference), e.g. to load pretrained weights.
     warm_start: Callable[[nn.Cell, Config], None] = lambda network, cfg: None
+    # (meta, cfg) -> what a deployed MINDIR needs besides the graph, written to <name>.json by export.py
+    deploy_meta: Callable[[dict, Config], dict] = lambda meta, cfg: meta
 
     def monitor_for(self, cfg: Config) -> str:
         return self.monitor(cfg) if callable(self.monitor) else self.monitor
