@@ -1,5 +1,6 @@
 """Bad input through the real entry scripts: one line on stderr, exit status 2, nothing written."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) ->
     ("output.name=../../x", ("output.name", "plain folder name")),
     ("output.name=/etc", ("output.name", "plain folder name")),
     ("seed=-1", ("seed", "greater than or equal to 0")),
+    ("output.loggers=[jsonl,wandb]", ("output.loggers", "wandb")),
 ])
 def test_bad_config_values(tmp_path, override, needles):
     result = run("train.py", "--set", f"output.dir={tmp_path}", "--set", override)
@@ -60,9 +62,34 @@ def test_resume_from_missing_or_corrupt_checkpoint(tmp_path):
     assert corrupt.read_bytes() == b"\x00garbage"
 
 
+def test_chosen_logger_not_installed_names_the_extra(tmp_path):
+    stubs = tmp_path / "stubs"  # packages whose import fails, as if not installed
+    for module in ("tensorboardX", "mlflow"):
+        (stubs / module).mkdir(parents=True)
+        (stubs / module / "__init__.py").write_text("raise ImportError('not installed')\n")
+    out = tmp_path / "runs"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(stubs), os.environ.get("PYTHONPATH", "")])}
+    for logger in ("tensorboard", "mlflow"):
+        result = subprocess.run([sys.executable, "train.py", "--set", f"output.dir={out}", "--set",
+                                 f"output.loggers=[jsonl,{logger}]"], cwd=ROOT, env=env, capture_output=True,
+                                text=True, timeout=300)
+        assert_one_line_error(result, f'pip install -e ".[{logger}]"')
+    assert not out.exists()
+
+
+def test_scripts_without_checkpoint_and_no_run_say_train_first(tmp_path):
+    runs, export = tmp_path / "runs", tmp_path / "export"
+    assert_one_line_error(run("eval.py", "--set", f"output.dir={runs}"), "train first")
+    assert_one_line_error(run("export.py", "--out", str(export), "--set", f"output.dir={runs}"), "train first")
+    assert not any(tmp_path.iterdir())
+
+
 def test_config_file_errors(tmp_path):
     assert_one_line_error(run("train.py", "--config", str(tmp_path / "missing.yaml")), "cannot read config")
     broken = tmp_path / "broken.yaml"
     broken.write_text("train: [unclosed\n")
     assert_one_line_error(run("train.py", "--config", str(broken)), "not valid YAML")
     assert_one_line_error(run("train.py", "--set", "novalue"), "section.key=value")
+    experiment = tmp_path / "experiment.yaml"
+    experiment.write_text("train:\n  epochs: 2\n  epohcs: 3\n")
+    assert_one_line_error(run("train.py", "--config", str(experiment)), str(experiment), "train.epohcs")

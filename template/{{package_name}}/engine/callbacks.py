@@ -1,8 +1,9 @@
 """Callbacks: the trainer calls every hook in order; a hook may set ``trainer.should_stop``.
 
-Built in: progress bar, metrics log (JSONL or CSV), checkpoints (last + best), early
-stopping, curve plot. Add your own in config (``train.callbacks: ["my_module:MyCallback"]``,
-constructed without arguments) or pass instances to ``engine.trainer.train``::
+Built in: progress (``console.py``), history, checkpoints (last + best), early stopping,
+curve plot, and the metric loggers of ``output.loggers`` (``loggers.py``). Add your own in
+config (``train.callbacks: ["my_module:MyCallback"]``, constructed without arguments) or
+pass instances to ``engine.trainer.train``::
 
     class StopAtLoss(Callback):
         def on_step_end(self, trainer, logs):
@@ -13,13 +14,9 @@ Only rank 0 writes files; every rank runs the hooks (so all ranks stop together)
 
 from __future__ import annotations
 
-import csv
 import importlib
-import json
 from pathlib import Path
 from typing import Any
-
-from tqdm import tqdm
 
 from .errors import ConfigError
 from .schema import Config
@@ -33,52 +30,14 @@ class Callback:
     def on_train_end(self, trainer, summary: dict[str, Any]) -> None: ...
 
 
-class ProgressBar(Callback):
-    def on_train_begin(self, trainer):
-        self.bar = tqdm(total=trainer.total_steps, initial=trainer.state.step, unit="step",
-                        disable=None if trainer.comm.is_main else True, dynamic_ncols=True)
+class History(Callback):
+    """``trainer.history``: every logged train row and evaluation, in memory, on every rank."""
 
     def on_step_end(self, trainer, logs):
-        self.bar.update(logs["step"] - self.bar.n)
-        self.bar.set_postfix(loss=f"{logs['loss']:.4f}", lr=f"{logs['lr']:.2e}",
-                             samples_s=f"{logs['samples_per_s']:.0f}", refresh=False)
+        trainer.history.append({"kind": "train", **logs})
 
     def on_eval_end(self, trainer, metrics):
-        if trainer.comm.is_main:
-            text = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items())
-            self.bar.write(f"eval @ step {trainer.state.step}: {text}")
-
-    def on_train_end(self, trainer, summary):
-        self.bar.close()
-
-
-class MetricsLog(Callback):
-    """One row per logged train step and per evaluation, in the run folder."""
-
-    def __init__(self, run_dir: Path, fmt: str):
-        self.run_dir, self.fmt = run_dir, fmt
-
-    def on_step_end(self, trainer, logs):
-        self._write(trainer, "train", logs)
-
-    def on_eval_end(self, trainer, metrics):
-        self._write(trainer, "eval", {"step": trainer.state.step, "epoch": trainer.state.epoch, **metrics})
-
-    def _write(self, trainer, kind: str, row: dict[str, Any]) -> None:
-        trainer.history.append({"kind": kind, **row})
-        if not trainer.comm.is_main:
-            return
-        if self.fmt == "jsonl":
-            with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
-                f.write(json.dumps({"kind": kind, **row}) + "\n")
-            return
-        path = self.run_dir / f"metrics_{kind}.csv"
-        new = not path.exists()
-        with open(path, "a", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=list(row))
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
+        trainer.history.append({"kind": "eval", "step": trainer.state.step, "epoch": trainer.state.epoch, **metrics})
 
 
 class Checkpoints(Callback):
@@ -132,11 +91,16 @@ class CurvePlot(Callback):
 
 def build_callbacks(cfg: Config, run_dir: Path) -> list[Callback]:
     """The built-in callbacks ``cfg`` asks for, then the user's own from ``train.callbacks``."""
-    callbacks = [ProgressBar(), MetricsLog(run_dir, cfg.output.metrics_format), Checkpoints()]
+    from .console import Progress  # both build on Callback, defined above
+    from .loggers import build_loggers
+
+    callbacks = [Progress(), History(), Checkpoints()]
     if cfg.train.early_stop_patience:
         callbacks.append(EarlyStopping(cfg.train.early_stop_patience))
     if cfg.output.plot:
         callbacks.append(CurvePlot(run_dir))
+    # Loggers after the files they may upload at the end (mlflow: checkpoints, curves).
+    callbacks += build_loggers(cfg.output.loggers, run_dir)
     return callbacks + load_user_callbacks(cfg.train.callbacks)
 
 

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
 
 from .errors import Interrupted, UserError
@@ -18,14 +19,33 @@ DEFAULT_CONFIG = "config/config.yaml"
 
 
 def parser(description: str, checkpoint: bool = False) -> argparse.ArgumentParser:
+    """``--set`` for every script; ``--checkpoint`` for those that use a trained model, else ``--config``."""
     p = argparse.ArgumentParser(description=description)
     if checkpoint:
-        p.add_argument("--checkpoint", required=True, help="a .ckpt written by train.py (its config is reused)")
+        p.add_argument("--checkpoint", help="a .ckpt written by train.py (its config is reused); "
+                                            "default: the newest best.ckpt under output.dir")
     else:
-        p.add_argument("--config", default=DEFAULT_CONFIG, help="YAML config (default: %(default)s)")
+        p.add_argument("--config", dest="configs", action="append", default=[], metavar="YAML",
+                       help=f"an experiment layered over {DEFAULT_CONFIG}, e.g. config/experiments/quick.yaml "
+                            "(repeatable: later files win, --set wins over all)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set train.epochs=3 (repeatable)")
     return p
+
+
+def checkpoint_path(args: argparse.Namespace) -> str:
+    """``--checkpoint``, or else the newest ``best.ckpt`` under ``output.dir`` (named on stderr)."""
+    if args.checkpoint:
+        return args.checkpoint
+    from .config import load_config
+
+    runs = Path(load_config(DEFAULT_CONFIG, args.overrides).output.dir)
+    found = sorted(runs.glob("*/best.ckpt"), key=lambda path: path.stat().st_mtime)
+    if not found:
+        raise UserError(f"no --checkpoint given and no run under {runs}/ has a best.ckpt: "
+                        "train first (python train.py)")
+    print(f"checkpoint: {found[-1]} (the newest best.ckpt under {runs}/)", file=sys.stderr)
+    return str(found[-1])
 
 
 def guarded(main: Callable[[], object]) -> NoReturn:
@@ -52,7 +72,7 @@ def train_main() -> NoReturn:
         from .config import load_config
         from .resume import find_resume, resume_config
 
-        cfg = load_config(args.config, args.overrides)
+        cfg = load_config([DEFAULT_CONFIG, *args.configs], args.overrides)
         resume = find_resume(cfg.output.dir, args.resume)
         if resume is not None:  # the run goes on with its own saved config (see engine/resume.py)
             from . import checkpoint
@@ -72,7 +92,7 @@ def eval_main() -> NoReturn:
     def main():
         from .inference import evaluate_checkpoint
 
-        print(json.dumps(evaluate_checkpoint(args.checkpoint, args.overrides), indent=2))
+        print(json.dumps(evaluate_checkpoint(checkpoint_path(args), args.overrides), indent=2))
 
     guarded(main)
 
@@ -86,7 +106,7 @@ def export_main() -> NoReturn:
     def main():
         from .export import export_checkpoint
 
-        for name, path in export_checkpoint(args.checkpoint, args.out, args.overrides).items():
-            print(f"{name}: {path}")
+        for name, path in export_checkpoint(checkpoint_path(args), args.out, args.overrides).items():
+            print(f"{name}: {path} (+ {path.with_suffix('.json').name})")
 
     guarded(main)

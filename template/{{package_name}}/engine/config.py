@@ -1,4 +1,7 @@
-"""Load a run configuration: YAML file + ``--set a.b=c`` overrides, validated up front.
+"""Load a run configuration: YAML files + ``--set a.b=c`` overrides, validated up front.
+
+``train.py --config config/experiments/quick.yaml`` layers an experiment over
+``config/config.yaml``: sections merge key by key, later files win, ``--set`` wins over all.
 
 The schema lives in ``engine/schema.py`` (shared sections) and in each task's
 ``config.py`` (its ``data`` and ``model`` sections and cross-section checks); the task
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +41,24 @@ def parse(text: str):
     return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
 
 
-def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
-    """Read ``path``, apply ``key.path=value`` overrides and validate everything."""
-    path = Path(path)
+def load_config(paths: str | Path | Sequence[str | Path], overrides: Sequence[str] = ()) -> Config:
+    """Read the YAML file(s), each layered over the ones before it, apply ``key.path=value``
+    overrides last, and validate everything. An error names the file (or ``--set``) that set the key."""
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    layers = [(str(path), read_yaml(Path(path))) for path in paths]
+    command_line: dict[str, Any] = {}
+    for item in overrides:
+        apply_override(command_line, item)
+    layers.append(("--set", command_line))
+    raw: dict[str, Any] = {}
+    for _, layer in layers:
+        merge(raw, layer)
+    cfg = build_config(raw, source=lambda loc: _source(loc, layers))
+    cfg._origin = {"files": [str(path) for path in paths], "overrides": list(overrides)}
+    return cfg
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
     try:
         raw = parse(path.read_text(encoding="utf-8")) or {}
     except OSError as exc:
@@ -48,18 +67,28 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> Config:
         raise ConfigError(f"{path} is not valid YAML: {exc}".replace("\n", " ")) from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path} must hold a mapping of sections")
-    for item in overrides:
-        apply_override(raw, item)
-    return build_config(raw, source=str(path))
+    return raw
 
 
-def build_config(raw: dict[str, Any], source: str = "config") -> Config:
-    """Validate a plain dict (e.g. a checkpoint's saved config) against its task's schema."""
+def merge(base: dict[str, Any], layer: dict[str, Any]) -> None:
+    """Layer ``layer`` over ``base`` in place: sections merge key by key, other values replace."""
+    for key, value in layer.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge(base[key], value)
+        else:
+            base[key] = value
+
+
+def build_config(raw: dict[str, Any], source: str | Callable[[tuple], str] = "config") -> Config:
+    """Validate a plain dict (e.g. a checkpoint's saved config) against its task's schema.
+    ``source`` names where it came from, or maps the failing key's location to that name."""
     schema = config_schema(raw.get("task"))
     try:
         return schema.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {_describe(exc.errors()[0], schema)}") from None
+        error = exc.errors()[0]
+        where = source(error["loc"]) if callable(source) else source
+        raise ConfigError(f"{where}: {_describe(error, schema)}") from None
 
 
 def apply_override(raw: dict[str, Any], item: str) -> None:
@@ -73,6 +102,26 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
         if not isinstance(node, dict):
             raise ConfigError(f"override {item!r}: {part!r} is not a section")
     node[leaf] = parse(text) if text else None
+
+
+def _source(loc: tuple, layers: list[tuple[str, dict[str, Any]]]) -> str:
+    """The last layer that sets the key at ``loc`` (all the files when none does: a missing key,
+    a check across sections)."""
+    for name, layer in reversed(layers if loc else []):
+        if _sets(layer, loc):
+            return name
+    return " + ".join(name for name, _ in layers[:-1])
+
+
+def _sets(layer: dict[str, Any], loc: tuple) -> bool:
+    node: Any = layer
+    for part in loc:
+        if not isinstance(node, dict):
+            return True  # inside a value this layer sets, e.g. an item of a list
+        if part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 def _describe(error: dict[str, Any], schema: type[BaseModel]) -> str:
@@ -100,3 +149,14 @@ def _closest(loc: list[str], schema: type[BaseModel]) -> str | None:
         model = field.annotation
     match = difflib.get_close_matches(loc[-1], list(model.model_fields), n=1)
     return ".".join([*loc[:-1], match[0]]) if match else None
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"train": {"epochs": 3}}`` -> ``{"train.epochs": 3}``."""
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

@@ -1,4 +1,5 @@
-"""MINDIR export with a dynamic batch axis, then a reload check against the live network."""
+"""MINDIR export with a dynamic batch axis, a reload check against the live network, and a
+``<name>.json`` beside each graph with what inference needs (``deploy.py``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn
 
+from .deploy import write_spec
 from .errors import UserError
 from .inference import load_trained
 
@@ -17,8 +19,10 @@ def export_checkpoint(path: str, out_dir: str, overrides: list[str] = ()) -> dic
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = {}
+    meta = trained.task.deploy_meta(trained.meta, trained.cfg)
     for name, (cell, inputs) in trained.task.exports(trained.network, trained.meta, trained.cfg).items():
         written[name] = export_and_check(cell, inputs, out / name)
+        write_spec(written[name], cell, inputs, _numpy(cell(*inputs)), trained.task.name, meta, path)
     return written
 
 

@@ -49,6 +49,8 @@ def write(run_dir: Path, cfg: Config, device: str, world_size: int, resumed_from
         "world_size": world_size,
         "seed": cfg.seed,
         "config_hash": cfg.digest(),
+        "config_files": cfg.origin.get("files", []),  # base config first, then each --config layer
+        "overrides": cfg.origin.get("overrides", []),  # --set, applied last
         "git_commit": git_commit(),
         "template_commit": template_version(),
         "config": cfg.to_dict(),

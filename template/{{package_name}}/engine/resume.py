@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .config import apply_override, build_config
+from .config import apply_override, build_config, flatten
 from .errors import CheckpointError, ConfigError
 from .schema import Config
 
@@ -23,7 +23,7 @@ from .schema import Config
 # (output.dir: where ``--resume auto`` looks, and where a resume from a copy starts its new folder.)
 SAFE_ON_RESUME = ("train.epochs", "train.max_steps", "train.eval_every", "train.log_every",
                   "train.early_stop_patience", "train.save_every", "train.keep_last", "train.callbacks",
-                  "output.dir", "output.plot", "output.metrics_format")
+                  "output.dir", "output.plot", "output.loggers")
 
 
 def find_resume(output_dir: str, resume: str | None) -> Path | None:
@@ -59,7 +59,7 @@ def check_same_run(cfg: Config, saved: dict[str, Any], path: Path) -> None:
     if saved.get("task") != cfg.task:
         raise CheckpointError(f"{path} was trained for task {saved.get('task')!r}, not {cfg.task!r}")
     # Validated like any config, so keys added to the schema since the checkpoint take defaults.
-    now, then = _flatten(cfg.to_dict()), _flatten(build_config(saved, source=f"{path} (saved config)").to_dict())
+    now, then = flatten(cfg.to_dict()), flatten(build_config(saved, source=f"{path} (saved config)").to_dict())
     for key in sorted(now.keys() | then.keys()):
         if now.get(key) != then.get(key) and not key.startswith(SAFE_ON_RESUME):
             raise ConfigError(f"{key}={now.get(key)!r} differs from the run being resumed ({then.get(key)!r}); "
@@ -86,13 +86,3 @@ def drop_rows_after(run_dir: Path, step: int) -> None:
                 writer = csv.DictWriter(f, fieldnames=list(rows[0]))
                 writer.writeheader()
                 writer.writerows(row for row in rows if int(row["step"]) <= step)
-
-
-def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[prefix + key] = value
-    return flat

@@ -13,7 +13,7 @@ import os
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 
 class Section(BaseModel):
@@ -66,7 +66,9 @@ class Optim(Section):
 class Output(Section):
     dir: str = "runs"  # ~ is expanded
     name: str | None = None  # run folder name inside dir (a plain name, not a path); null = timestamp
-    metrics_format: Literal["jsonl", "csv"] = "jsonl"
+    # Where logged train rows and eval metrics go (engine/loggers.py); tensorboard and mlflow
+    # are optional extras: pip install -e ".[tensorboard]" / ".[mlflow]".
+    loggers: list[Literal["jsonl", "csv", "tensorboard", "mlflow"]] = ["jsonl"]
     plot: bool = True
 
     @field_validator("dir")
@@ -91,9 +93,16 @@ class Config(Section):
     output: Output = Output()
     data: Section
     model: Section
+    # Set by engine.config.load_config: {"files": [...], "overrides": [...]}, in the order applied.
+    _origin: dict[str, list[str]] = PrivateAttr(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+    @property
+    def origin(self) -> dict[str, list[str]]:
+        """The YAML files and ``--set`` overrides this config was built from (empty if built in code)."""
+        return self._origin
 
     def digest(self) -> str:
         text = json.dumps(self.to_dict(), sort_keys=True)

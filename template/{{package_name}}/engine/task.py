@@ -86,6 +86,8 @@ class Task:
     warm_start: Callable[[nn.Cell, Config], None] = lambda network, cfg: None
     # ``data`` keys the trained network is built for: eval.py refuses to change them.
     fixed_data: tuple[str, ...] = ()
+    # (meta, cfg) -> what a deployed MINDIR needs besides the graph, written to <name>.json by export.py
+    deploy_meta: Callable[[dict, Config], dict] = lambda meta, cfg: meta
 
     def monitor_for(self, cfg: Config) -> str:
         return self.monitor(cfg) if callable(self.monitor) else self.monitor

@@ -14,8 +14,10 @@ from typing import Any
 from ..tasks import get_task
 from . import checkpoint, distributed, manifest, runtime
 from .callbacks import Callback, build_callbacks
+from .console import Console
 from .data import Batches
 from .errors import ConfigError, Interrupted, TrainingError
+from .loggers import require as require_loggers
 from .manifest import template_version
 from .optim import build_optimizer, current_lr, lr_schedule
 from .resume import check_same_run, continues_in_place, drop_rows_after, find_resume
@@ -50,9 +52,11 @@ class Trainer:
         self.monitor = task.monitor_for(cfg)
         caps = task.capabilities(cfg)
         check_capabilities(cfg, caps)
+        require_loggers(cfg.output.loggers)
         resume_path = find_resume(cfg.output.dir, resume)
         self.device = runtime.setup(cfg, distributed.local_rank())
         self.comm = distributed.init()
+        self.console = Console(self.comm.is_main)  # stdout + the run folder's train.log
         check_distributed(cfg, caps, self.comm)
         self.data = task.load_data(cfg)
         self.batches = Batches(self.data.train, cfg.train.batch_size, cfg.seed, self.comm)
@@ -76,6 +80,7 @@ class Trainer:
         self.evaluated_at = -1  # the optimizer step of the last evaluation
         self.last_metrics: dict[str, float] = {}
         self.run_dir = self._resume(resume_path) if resume_path else self._start_fresh()
+        self.console.attach(self.run_dir)
         if self.comm.is_main:
             manifest.write(self.run_dir, cfg, self.device, self.comm.size, resumed_from=resume_path,
                            step=self.state.step)
@@ -243,8 +248,7 @@ class Trainer:
             getattr(callback, name)(self, *args)
 
     def _say(self, text: str) -> None:
-        if self.comm.is_main:
-            print(text, flush=True)
+        self.console.say(text)
 
 
 def steps_per_epoch(batches: int, accum_steps: int) -> int:

@@ -1,6 +1,7 @@
-"""Search with a trained this project model: captions for an image, or images for a caption.
+"""Search with a trained model of this project: captions for an image, or images for a caption.
 
-    python retrieve.py --checkpoint runs/<run>/best.ckpt --image photo.png             # top captions
+    python retrieve.py --image photo.png                    # top captions, newest run's best.ckpt
+    python retrieve.py --checkpoint runs/<run>/best.ckpt --image photo.png
     python retrieve.py --checkpoint runs/<run>/best.ckpt --image photo.png --captions my_captions.txt
     python retrieve.py --checkpoint runs/<run>/best.ckpt --text "a handwritten digit seven" --images pics/
 
@@ -10,16 +11,14 @@ class. Scores are cosine similarities in the shared space (higher is closer).
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from ...engine.cli import guarded
+from ...engine.cli import checkpoint_path, guarded, parser
 from ...engine.errors import UserError
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description="Rank captions for an image, or images for a caption.")
-    p.add_argument("--checkpoint", required=True, help="a .ckpt written by train.py")
+    p = parser("Rank captions for an image, or images for a caption.", checkpoint=True)
     query = p.add_mutually_exclusive_group(required=True)
     query.add_argument("--image", type=Path, help="an image file: rank captions for it")
     query.add_argument("--text", help="a caption: rank the images of --images for it")
@@ -42,10 +41,11 @@ def main() -> None:
             candidates = [c for c in candidates if c]
             if not candidates:
                 raise UserError(f"--captions {args.captions}: no captions in the file")
+        checkpoint = checkpoint_path(args)
         from ...engine.inference import load_trained
         from .retrieval import captions_for_image, images_for_text
 
-        trained = load_trained(args.checkpoint)
+        trained = load_trained(checkpoint, args.overrides)
         if args.image is not None:
             results = captions_for_image(trained.network, trained.meta, args.image, candidates, args.top)
         else:

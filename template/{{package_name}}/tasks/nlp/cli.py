@@ -1,5 +1,6 @@
 """Sample text from a trained checkpoint of this project.
 
+    python generate.py --prompt "The "                      # the newest run's best.ckpt
     python generate.py --checkpoint runs/<run>/best.ckpt --prompt "The " --max-new-tokens 300
     python generate.py --checkpoint runs/<run>/best.ckpt --temperature 0.8 --top-k 20 --seed 1
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-from ...engine.cli import guarded, parser
+from ...engine.cli import checkpoint_path, guarded, parser
 from .generate import check_settings, sample
 
 
@@ -30,9 +31,10 @@ def main() -> NoReturn:
 
 def _generate(args: argparse.Namespace) -> None:
     check_settings(args.max_new_tokens, args.temperature, args.top_k)  # before the (slow) model load
+    checkpoint = checkpoint_path(args)
     from ...engine.inference import load_trained  # imports MindSpore: after the settings check
 
-    trained = load_trained(args.checkpoint, args.overrides)
+    trained = load_trained(checkpoint, args.overrides)
     text = sample(trained.network, trained.meta, trained.cfg.model.block_size, args.prompt,
                   args.max_new_tokens, args.temperature, args.top_k, args.seed)
     print(args.prompt + text)

@@ -59,6 +59,11 @@ def exports(network: nn.Cell, meta: dict, cfg) -> dict:
     return {"lm": (network, (Tensor(sample),))}
 
 
+def deploy_meta(meta: dict, cfg) -> dict:
+    """The tokenizer is all a deployed LM needs (the unigram counts only serve evaluation)."""
+    return {"tokenizer": meta["tokenizer"], "block_size": cfg.model.block_size}
+
+
 TASK = Task(name="nlp", load_data=load_data, build_model=build_model, evaluate=evaluate,
-            monitor="loss", mode="min", exports=exports,
+            monitor="loss", mode="min", exports=exports, deploy_meta=deploy_meta,
             fixed_data=("tokenizer",))

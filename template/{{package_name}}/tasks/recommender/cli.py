@@ -1,5 +1,6 @@
 """Recommend items for a user from a trained checkpoint of this project.
 
+    python recommend.py --user 42                           # the newest run's best.ckpt
     python recommend.py --checkpoint runs/<run>/best.ckpt --user 42
     python recommend.py --checkpoint runs/<run>/best.ckpt --user 42 --k 20 --set data.path=my/data
 
@@ -11,7 +12,7 @@ on is read again to know what the user has seen. The ranking is
 
 from __future__ import annotations
 
-from ...engine.cli import guarded, parser
+from ...engine.cli import checkpoint_path, guarded, parser
 from ...engine.errors import UserError
 
 
@@ -32,10 +33,11 @@ def main() -> None:
         user, k = integer("--user", args.user), integer("--k", args.k)
         if k < 1:
             raise UserError(f"--k {k}: must be at least 1")
+        checkpoint = checkpoint_path(args)
         from ...engine.inference import load_trained
         from .task import recommend
 
-        trained = load_trained(args.checkpoint, args.overrides)
+        trained = load_trained(checkpoint, args.overrides)
         rows = recommend(trained.network, trained.meta, trained.cfg, user, k)
         print(f"top {len(rows)} for user {user} (items they have not interacted with):")
         for rank, (item, title, prob) in enumerate(rows, start=1):

@@ -1,0 +1,148 @@
+"""Metric loggers, chosen by ``output.loggers``: where every logged train row and every
+evaluation go. Only rank 0 writes. Each is a callback; ``build_loggers`` makes the chosen ones.
+
+- ``jsonl`` (default): ``metrics.jsonl``, one JSON object a line (``"kind": "train" | "eval"``).
+  Non-finite numbers (a diverged loss) are written as ``null``, so every line is strict JSON.
+- ``csv``: ``metrics_train.csv`` and ``metrics_eval.csv``.
+- ``tensorboard``: event files in the run folder, written by tensorboardX (no TensorFlow):
+  ``train/loss``, ``train/lr``, ``train/loss_scale``... and ``eval/<metric>``.
+  View them with ``tensorboard --logdir runs``.
+- ``mlflow``: one MLflow run per training: the resolved config as params (``train.batch_size``),
+  the same metrics, and at the end the run folder (checkpoints, curves, manifest) as artifacts.
+  Tracks to ``MLFLOW_TRACKING_URI`` or else ``./mlruns``; experiment ``MLFLOW_EXPERIMENT_NAME``
+  or else the task's name. View with ``mlflow ui --backend-store-uri ./mlruns``.
+
+``tensorboard`` and ``mlflow`` are optional extras of this project (``pip install -e
+".[tensorboard]"``, ``".[mlflow]"``), imported only when chosen; ``require`` checks them
+before the run starts.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from .callbacks import Callback
+from .config import flatten
+from .errors import ConfigError
+
+# logger -> the module it imports (the extra of the same name installs it)
+OPTIONAL = {"tensorboard": "tensorboardX", "mlflow": "mlflow"}
+
+
+def require(names: list[str]) -> None:
+    """Stop with one line naming the extra to install when a chosen logger's package is missing."""
+    for name in names:
+        if name in OPTIONAL:
+            try:
+                importlib.import_module(OPTIONAL[name])
+            except ImportError:
+                raise ConfigError(f"output.loggers: {name} needs {OPTIONAL[name]}, which is not installed: "
+                                  f'pip install -e ".[{name}]"') from None
+
+
+def build_loggers(names: list[str], run_dir: Path) -> list[Callback]:
+    kinds = {"jsonl": JsonlLogger, "csv": CsvLogger, "tensorboard": TensorBoardLogger, "mlflow": MlflowLogger}
+    return [kinds[name](run_dir) for name in dict.fromkeys(names)]
+
+
+class Logger(Callback):
+    """Calls ``write(kind, row)`` on rank 0 for every logged train row and every evaluation."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+
+    def on_step_end(self, trainer, logs):
+        if trainer.comm.is_main:
+            self.write("train", logs)
+
+    def on_eval_end(self, trainer, metrics):
+        if trainer.comm.is_main:
+            self.write("eval", {"step": trainer.state.step, "epoch": trainer.state.epoch, **metrics})
+
+    def write(self, kind: str, row: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+def scalars(row: dict[str, Any]) -> dict[str, float]:
+    """The row's values to plot against its step (its position keys left out)."""
+    return {k: float(v) for k, v in row.items() if k not in ("step", "epoch") and isinstance(v, (int, float))}
+
+
+class JsonlLogger(Logger):
+    def write(self, kind, row):
+        finite = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
+        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps({"kind": kind, **finite}) + "\n")
+
+
+class CsvLogger(Logger):
+    def write(self, kind, row):
+        path = self.run_dir / f"metrics_{kind}.csv"
+        new = not path.exists()
+        with open(path, "a", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=list(row))
+            if new:
+                writer.writeheader()
+            writer.writerow(row)
+
+
+class TensorBoardLogger(Logger):
+    def on_train_begin(self, trainer):
+        if trainer.comm.is_main:
+            from tensorboardX import SummaryWriter
+
+            # A resumed run rewrites what came after its checkpoint: purge those steps.
+            self.writer = SummaryWriter(str(self.run_dir), purge_step=trainer.state.step + 1)
+
+    def write(self, kind, row):
+        for name, value in scalars(row).items():
+            self.writer.add_scalar(f"{kind}/{name}", value, row["step"])
+
+    def on_train_end(self, trainer, summary):
+        if trainer.comm.is_main:
+            self.writer.close()
+
+
+class MlflowLogger(Logger):
+    """Logs through ``MlflowClient`` (no global active run), so several trainings in one
+    process (tests, sweeps) each get their own MLflow run."""
+
+    def on_train_begin(self, trainer):
+        if not trainer.comm.is_main:
+            return
+        from mlflow import MlflowClient
+        from mlflow.entities import Param
+
+        uri = os.environ.get("MLFLOW_TRACKING_URI")
+        if not uri:  # the plain-folder store; MLflow >= 3.7 asks for this opt-in to use it
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+            uri = Path("mlruns").resolve().as_uri()
+        self.client = MlflowClient(tracking_uri=uri)
+        name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or trainer.cfg.task
+        experiment = self.client.get_experiment_by_name(name)
+        experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(name)
+        self.run_id = self.client.create_run(experiment_id, run_name=self.run_dir.name,
+                                             tags={"run_dir": str(self.run_dir)}).info.run_id
+        params = [Param(key, json.dumps(value) if isinstance(value, (list, dict)) else str(value))
+                  for key, value in flatten(trainer.cfg.to_dict()).items()]
+        for i in range(0, len(params), 100):  # MLflow takes at most 100 params per call
+            self.client.log_batch(self.run_id, params=params[i:i + 100])
+
+    def write(self, kind, row):
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        metrics = [Metric(f"{kind}/{name}", value, now, row["step"]) for name, value in scalars(row).items()]
+        self.client.log_batch(self.run_id, metrics=metrics)
+
+    def on_train_end(self, trainer, summary):
+        if trainer.comm.is_main:  # runs after the checkpoints and the curves are written
+            self.client.log_artifacts(self.run_id, str(self.run_dir))
+            self.client.set_terminated(self.run_id)
