@@ -72,4 +72,4 @@ def any_rank(flag: bool, comm: Comm) -> bool:
     import mindspore as ms
     from mindspore import ops
 
-    return bool(ops.AllReduce(ops.ReduceOp.MAX)(ms.Tensor([float(flag)])).asnumpy()[0] > 0)
+    return bool(ops.AllReduce()(ms.Tensor([float(flag)])).asnumpy()[0] > 0)  # CPU all-reduces only sums

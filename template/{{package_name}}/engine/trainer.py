@@ -77,6 +77,7 @@ class Trainer:
         self.window_start = (0, 0)  # (step, skipped steps) when that window began
         self.should_stop = False
         self.signals = StopSignals()
+        self.stop_signal: int | None = None  # a signal every rank has agreed to stop on
         self.evaluated_at = -1  # the optimizer step of the last evaluation
         self.last_metrics: dict[str, float] = {}
         self.run_dir = self._resume(resume_path) if resume_path else self._start_fresh()
@@ -95,7 +96,7 @@ class Trainer:
 
     @property
     def interrupted(self) -> bool:
-        return self.signals.received is not None
+        return self.stop_signal is not None
 
     def fit(self) -> dict[str, Any]:
         cfg = self.cfg.train
@@ -146,8 +147,10 @@ class Trainer:
             raise TrainingError(f"the loss or its gradients became NaN/inf at step {self.state.step}: stopped "
                                 "before applying it; lower optim.lr, set train.grad_clip, or set "
                                 "train.on_nonfinite=skip to skip such updates")
-        if self.comm.size > 1 and distributed.any_rank(self.interrupted, self.comm):
-            self.signals.received = self.signals.received or signal.SIGTERM  # all ranks stop together
+        # A signal stops every rank at the same step: ranks agree at log rows (a single process at once).
+        if self.comm.size == 1 or self.state.step % self.cfg.train.log_every == 0:
+            if distributed.any_rank(self.signals.received is not None, self.comm):
+                self.stop_signal = self.signals.received or signal.SIGTERM
         if self.state.step % self.cfg.train.log_every == 0 or self.state.step == self.total_steps:
             self._hook("on_step_end", self._step_logs())
         save_every = self.cfg.train.save_every
@@ -191,7 +194,7 @@ class Trainer:
         self.save_checkpoint("last.ckpt")
         self._say(f"stopped at step {self.state.step} of {self.total_steps}: saved {self.run_dir / 'last.ckpt'}; "
                   f"continue with: python train.py --resume {self.run_dir / 'last.ckpt'}")
-        raise Interrupted(self.signals.received)
+        raise Interrupted(self.stop_signal)
 
     def _start_fresh(self) -> Path:
         self.task.warm_start(self.network, self.cfg)
