@@ -47,7 +47,7 @@ class Train(Section):
     early_stop_patience: int | None = Field(None, gt=0)  # evaluations without improvement
     save_every: int | None = Field(None, gt=0)  # optimizer steps between last.ckpt saves; null = at evaluations
     keep_last: int = Field(0, ge=0)  # also keep the N newest step-<N>.ckpt files of save_every
-    on_nonfinite: Literal["stop", "skip"] = "stop"  # NaN/inf gradients (fp32): stop naming the step, or skip
+    on_nonfinite: Literal["stop", "skip"] = "stop"  # fp32 NaN/inf: stop naming the step, or skip the update
     callbacks: list[str] = []  # "module:Class" user callbacks, see engine/callbacks.py
 
 

@@ -21,17 +21,17 @@ from mindspore import amp, nn, ops
 from .schema import Train
 
 
-def build_train_step(loss_net: nn.Cell, optimizer: nn.Optimizer, reducer, cfg: Train, check_finite: bool = True
-                     ) -> TrainStep:
-    """The step ``cfg`` describes: accumulation, mixed precision + loss scaling, clipping, jit.
-    ``check_finite``: gradients are checked every step and a non-finite update is skipped (and
-    reported in the step's flag); off only where the check cannot run (sparse gradients)."""
+def build_train_step(loss_net: nn.Cell, optimizer: nn.Optimizer, reducer, cfg: Train) -> TrainStep:
+    """The step ``cfg`` describes: accumulation, mixed precision + loss scaling, clipping, jit."""
     amp_on = cfg.amp_level != "O0"
     if amp_on:
         loss_net = amp.auto_mixed_precision(loss_net, cfg.amp_level, getattr(ms, cfg.amp_dtype))
     scaler = amp.DynamicLossScaler(cfg.loss_scale, 2, cfg.loss_scale_window) if amp_on else None
+    # Gradients are checked every step under AMP (overflow) and with on_nonfinite: skip; a
+    # non-finite update is then skipped and the step's flag says so.
+    check = amp_on or cfg.on_nonfinite == "skip"
     return TrainStep(loss_net, optimizer, reducer, accum_steps=cfg.grad_accum_steps, loss_scaler=scaler,
-                     check_overflow=check_finite or amp_on, grad_clip=cfg.grad_clip, jit=cfg.jit)
+                     check_overflow=check, grad_clip=cfg.grad_clip, jit=cfg.jit)
 
 
 class TrainStep:

@@ -16,7 +16,7 @@ from . import checkpoint, distributed, manifest, runtime
 from .callbacks import Callback, build_callbacks
 from .console import Console
 from .data import Batches
-from .errors import ConfigError, Interrupted, TrainingError
+from .errors import ConfigError, Interrupted
 from .loggers import require as require_loggers
 from .manifest import template_version
 from .optim import build_optimizer, current_lr, lr_schedule
@@ -25,6 +25,7 @@ from .schema import Config
 from .signals import StopSignals
 from .step import build_train_step
 from .task import Capabilities, Comm, Task
+from .watch import Watch
 
 
 @dataclass
@@ -68,13 +69,13 @@ class Trainer:
         self.schedule = lr_schedule(cfg.optim, self.total_steps)
         self.optimizer = build_optimizer(cfg.optim, self.network.trainable_params(), self.schedule)
         reducer = distributed.grad_reducer(self.optimizer.parameters, self.comm)
-        self.step_fn = build_train_step(model.loss, self.optimizer, reducer, cfg.train, check_finite=caps.amp)
+        self.step_fn = build_train_step(model.loss, self.optimizer, reducer, cfg.train)
+        self.watch = Watch(cfg.train, self.optimizer.parameters, self._say)
         model.loss.set_train(True)
 
         self.state = State()
         self.history: list[dict[str, Any]] = []
         self.losses: list = []  # micro-step losses since the last log row
-        self.window_start = (0, 0)  # (step, skipped steps) when that window began
         self.should_stop = False
         self.signals = StopSignals()
         self.stop_signal: int | None = None  # a signal every rank has agreed to stop on
@@ -105,7 +106,7 @@ class Trainer:
                   f"{self.device}, {'jit' if cfg.jit else 'PyNative'}, amp {cfg.amp_level}; run dir {self.run_dir}")
         self._hook("on_train_begin")
         self.tick = time.perf_counter()
-        self.window_start = (self.state.step, self.state.skipped_steps)
+        self.watch.reset(self.state.step, self.state.skipped_steps)
         with self.signals:
             while not self.finished:
                 self.train_epoch()
@@ -143,10 +144,6 @@ class Trainer:
         self.state.batch += k
         self.state.step += 1
         self.state.skipped_steps += not finite
-        if not finite and self.cfg.train.amp_level == "O0" and self.cfg.train.on_nonfinite == "stop":
-            raise TrainingError(f"the loss or its gradients became NaN/inf at step {self.state.step}: stopped "
-                                "before applying it; lower optim.lr, set train.grad_clip, or set "
-                                "train.on_nonfinite=skip to skip such updates")
         # A signal stops every rank at the same step: ranks agree at log rows (a single process at once).
         if self.comm.size == 1 or self.state.step % self.cfg.train.log_every == 0:
             if distributed.any_rank(self.signals.received is not None, self.comm):
@@ -222,7 +219,7 @@ class Trainer:
 
     def _step_logs(self) -> dict[str, Any]:
         """The log row of the steps since the last one (mean loss, throughput); resets the window."""
-        self._check_skips()
+        self.watch.check(self.state.step, self.state.skipped_steps)
         losses, self.losses = self.losses, []
         elapsed, self.tick = time.perf_counter() - self.tick, time.perf_counter()
         steps = len(losses) / self.cfg.train.grad_accum_steps
@@ -232,19 +229,6 @@ class Trainer:
                 "samples_per_s": steps * self.global_batch / max(elapsed, 1e-9),
                 "skipped_steps": self.state.skipped_steps,
                 "loss_scale": float(self.step_fn.scaler.scale_value.asnumpy())}
-
-    def _check_skips(self) -> None:
-        """Skipped updates (fp16 overflow, or non-finite with on_nonfinite=skip) in the window
-        since the last log row: a warning past half, an error when every one was skipped."""
-        (step0, skipped0), steps = self.window_start, self.state.step - self.window_start[0]
-        skipped = self.state.skipped_steps - skipped0
-        self.window_start = (self.state.step, self.state.skipped_steps)
-        if steps >= 2 and skipped == steps:
-            raise TrainingError(f"all {steps} updates of steps {step0 + 1}-{self.state.step} were skipped "
-                                "(gradients overflowed or were not finite): nothing is being trained; lower "
-                                "train.loss_scale or optim.lr, or use train.amp_level=O0")
-        if skipped * 2 > steps:
-            self._say(f"warning: {skipped} of the last {steps} updates were skipped (overflow or non-finite)")
 
     def _hook(self, name: str, *args) -> None:
         for callback in self.callbacks:
@@ -276,6 +260,8 @@ def check_capabilities(cfg: Config, caps: Capabilities) -> None:
     if not caps.amp and cfg.train.amp_level != "O0":
         raise ConfigError(f"train.amp_level={cfg.train.amp_level} is not supported by this {cfg.task} "
                           f"configuration{why}; use O0")
+    if not caps.amp and cfg.train.on_nonfinite == "skip":  # the same gradient check as AMP's
+        raise ConfigError(f"train.on_nonfinite=skip is not supported by this {cfg.task} configuration{why}; use stop")
     if not caps.grad_clip and cfg.train.grad_clip is not None:
         raise ConfigError(f"train.grad_clip is not supported by this {cfg.task} configuration{why}; set it to null")
 
