@@ -1,6 +1,6 @@
-"""Weight import, checked against PyTorch: a torchvision-named ResNet-18 with random weights,
-saved as safetensors, becomes a checkpoint of a generated vision project whose MindSpore
-network computes the same logits."""
+"""Weight import, checked against PyTorch: a torchvision-named ResNet-18 and a Hugging Face
+GPT-2, with random weights, saved as safetensors, become checkpoints of generated vision and
+nlp projects whose MindSpore networks compute the same logits."""
 
 from __future__ import annotations
 
@@ -93,6 +93,16 @@ np.save(sys.argv[3], trained.network(Tensor(np.load(sys.argv[2]))).asnumpy())
 """
 
 
+def mindspore_logits(project, tmp_path, checkpoint: str, inputs: np.ndarray) -> np.ndarray:
+    """The converted network's output for ``inputs``, computed in the project's own package."""
+    np.save(tmp_path / "inputs.npy", inputs)
+    (tmp_path / "logits.py").write_text(MINDSPORE_LOGITS.format(package=project.name), encoding="utf-8")
+    args = [str(tmp_path / "logits.py"), checkpoint, str(tmp_path / "inputs.npy"), str(tmp_path / "out.npy")]
+    result = run(project, *args, env={**os.environ, "PYTHONPATH": str(project)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    return np.load(tmp_path / "out.npy")
+
+
 def test_torchvision_resnet18_converts_to_the_same_logits(tmp_path):
     project = generate(tmp_path, "vision", name="weights", git=False)
     src = tmp_path / "resnet18.safetensors"
@@ -103,21 +113,9 @@ def test_torchvision_resnet18_converts_to_the_same_logits(tmp_path):
     assert "resnet18, 1000 classes -> imported.ckpt, max |logit diff| vs PyTorch" in converted.stdout
 
     images = np.random.default_rng(1).standard_normal((2, 3, 96, 96)).astype(np.float32)
-    np.save(tmp_path / "images.npy", images)
-    (tmp_path / "logits.py").write_text(MINDSPORE_LOGITS.format(package="weights"), encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(project)}
-    logits = run(
-        project,
-        str(tmp_path / "logits.py"),
-        "imported.ckpt",
-        str(tmp_path / "images.npy"),
-        str(tmp_path / "ms.npy"),
-        env=env,
-    )
-    assert logits.returncode == 0, logits.stderr[-2000:]
+    actual = mindspore_logits(project, tmp_path, "imported.ckpt", images)
     with torch.no_grad():
         expected = reference(torch.from_numpy(images)).numpy()
-    actual = np.load(tmp_path / "ms.npy")
     assert actual.shape == (2, 1000)
     assert np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()
 
@@ -146,3 +144,48 @@ def test_wrong_files_are_refused_with_one_line_and_nothing_written(tmp_path):
         lines = result.stderr.strip().splitlines()
         assert result.returncode != 0 and len(lines) == 1 and message in lines[0], result.stderr[-2000:]
         assert not (project / "out.ckpt").exists()
+
+
+def tiny_gpt2(path, vocab_size: int = 256):
+    """A random Hugging Face GPT-2, written as ``save_pretrained`` does (model.safetensors + config.json)."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        vocab_size=vocab_size, n_positions=32, n_embd=64, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0
+    )
+    model = transformers.GPT2LMHeadModel(config).eval()
+    with torch.no_grad():  # LayerNorms off their 1/0 defaults, so a swapped gamma/beta would show
+        for name, param in model.named_parameters():
+            if "ln_" in name and name.endswith("weight"):
+                param.uniform_(0.5, 1.5)
+            elif "ln_" in name:
+                param.uniform_(-0.2, 0.2)
+    model.save_pretrained(path)
+    return model
+
+
+def test_huggingface_gpt2_converts_to_the_same_logits(tmp_path):
+    reference = tiny_gpt2(tmp_path / "gpt2")
+    project = generate(tmp_path, "nlp", name="lm", git=False)
+    src = tmp_path / "gpt2" / "model.safetensors"
+    converted = run(project, "convert_weights.py", str(src), "--out", "gpt2.ckpt", "--verify")
+    assert converted.returncode == 0, converted.stderr[-2000:]
+    assert "gpt2, 2 layers x 64 -> gpt2.ckpt, max |logit diff| vs transformers" in converted.stdout
+
+    tokens = np.random.default_rng(1).integers(0, 256, (2, 32)).astype(np.int32)
+    actual = mindspore_logits(project, tmp_path, "gpt2.ckpt", tokens)
+    with torch.no_grad():
+        expected = reference(torch.from_numpy(tokens).long()).logits.numpy()
+    assert actual.shape == (2, 32, 256)
+    assert np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()
+
+
+def test_a_bpe_vocabulary_gpt2_is_refused(tmp_path):
+    tiny_gpt2(tmp_path / "gpt2", vocab_size=512)
+    project = generate(tmp_path, "nlp", name="lm", git=False)
+    result = run(
+        project, "convert_weights.py", str(tmp_path / "gpt2" / "model.safetensors"), "--out", "x.ckpt"
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1 and "a vocabulary of 512 tokens" in lines[0]
+    assert not (project / "x.ckpt").exists()

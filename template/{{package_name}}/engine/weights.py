@@ -10,6 +10,7 @@ tensor at fault, and nothing is written.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
@@ -92,3 +93,12 @@ def save_imported(path: str | Path, network: nn.Cell, cfg: Config, task_meta: di
             "template_commit": template_version(), "saved": datetime.now().isoformat(timespec="seconds"),
             "imported_from": source}
     checkpoint.save(path, [network], meta)
+
+
+def sha256(path: str | Path) -> str:
+    """The source file's digest, recorded in the checkpoint."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

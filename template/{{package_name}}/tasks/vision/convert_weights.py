@@ -20,7 +20,6 @@ and the converted network on the same random images and fails if their logits di
 from __future__ import annotations
 
 import argparse
-import hashlib
 from pathlib import Path
 from typing import NoReturn
 
@@ -111,7 +110,7 @@ def convert(src: str, out: str, *, classes: str | None = None, image_size: int =
     summary = {"arch": arch, "classes": head.shape[0], "out": out}
     if verify:
         summary["max_abs_logit_diff"] = verify_against_pytorch(network, arch, tensors, meta)
-    weights.save_imported(out, network, cfg, meta, {"file": Path(src).name, "sha256": sha256(src)})
+    weights.save_imported(out, network, cfg, meta, {"file": Path(src).name, "sha256": weights.sha256(src)})
     return summary
 
 
@@ -130,14 +129,6 @@ def verify_against_pytorch(network, arch: str, tensors: dict[str, np.ndarray], m
     if diff > TOLERANCE * float(np.abs(expected).max()):
         raise CheckpointError(f"--verify: logits differ from PyTorch's by up to {diff:.3g}; nothing was written")
     return diff
-
-
-def sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def main() -> NoReturn:
