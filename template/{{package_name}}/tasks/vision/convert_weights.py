@@ -90,7 +90,10 @@ def convert(src: str, out: str, *, classes: str | None = None, image_size: int =
     tensors = weights.read_safetensors(src)
     try:
         arch = detect_arch(tensors)
-        head, stem = tensors["fc.weight"], tensors["conv1.weight"]
+        missing = next((name for name in ("conv1.weight", "fc.weight") if name not in tensors), None)
+        if missing:
+            raise CheckpointError(f"missing tensor {missing!r}")
+        stem, head = tensors["conv1.weight"], tensors["fc.weight"]
         if stem.ndim != 4 or stem.shape[1] not in (1, 3) or head.ndim != 2:
             raise CheckpointError(f"tensor 'conv1.weight' {stem.shape} / 'fc.weight' {head.shape}: "
                                   "expected a 1- or 3-channel stem and a 2-D head")
@@ -102,8 +105,6 @@ def convert(src: str, out: str, *, classes: str | None = None, image_size: int =
                 "std": IMAGENET_STD[:stem.shape[1]]}
         network = build_model(cfg, meta, Comm()).network
         weights.load(network, weights.map_weights(network, tensors, source_name, ignored=ignored))
-    except KeyError as exc:
-        raise CheckpointError(f"{src}: missing tensor {exc.args[0]!r}") from None
     except CheckpointError as exc:
         raise CheckpointError(f"{src}: {exc}") from None
     network.set_train(False)
