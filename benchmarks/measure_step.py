@@ -33,7 +33,8 @@ def main() -> None:
     config = importlib.import_module(f"{args.package}.engine.config")
     cfg = config.load_config("config/config.yaml", ["output.plot=false", *args.overrides])
     trainer_mod = importlib.import_module(f"{args.package}.engine.trainer")
-    trainer = trainer_mod.Trainer(cfg, None, [])
+    tasks = importlib.import_module(f"{args.package}.tasks")
+    trainer = trainer_mod.Trainer(cfg, tasks.get_task(cfg.task))
     k = cfg.train.grad_accum_steps
     batches = list(trainer.batches.epoch(0))
     if args.framework_loop:

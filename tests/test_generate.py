@@ -18,6 +18,7 @@ from helpers import (
     git,
     msscaffold,
     read_answers,
+    task_facts,
 )
 
 TASKS_DIR = REPO / "template" / PACKAGE_DIR / "tasks"
@@ -93,10 +94,13 @@ def test_generated_tree_is_clean(tmp_path, task):
         task
     }
     scripts = {f for f in files if "/" not in f and f.endswith(".py")}
-    extra = scripts - {"train.py", "eval.py", "export.py"}  # at most the task's own command
-    assert len(extra) <= 1 and all(
-        f"tasks.{task}.cli import main" in (project / f).read_text() for f in extra
-    )
+    # Besides the shared three: the task's own command and its weight importer, if its facts name them.
+    facts = task_facts(task)
+    own = {facts.entry_script: "cli", facts.weights_script: "convert_weights"}
+    own.pop("", None)
+    assert scripts == {"train.py", "eval.py", "export.py", *own}
+    for script, module in own.items():
+        assert f"tasks.{task}.{module} import main" in (project / script).read_text()
     leaks = [
         f
         for f in files

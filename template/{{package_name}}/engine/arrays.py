@@ -22,8 +22,11 @@ def stratified_split(labels: np.ndarray | None, n: int, eval_fraction: float, se
 
 
 def normalise(images: np.ndarray, meta: dict) -> np.ndarray:
-    """Standardise with the training run's statistics (``meta["mean"]``, ``meta["std"]``)."""
-    return ((images - meta["mean"]) / meta["std"]).astype(np.float32)
+    """Standardise (N, C, H, W) images with the training run's statistics: ``meta["mean"]`` and
+    ``meta["std"]`` are one number, or one per channel (e.g. ImageNet's for imported weights)."""
+    mean = np.asarray(meta["mean"], np.float32).reshape(-1, 1, 1)
+    std = np.asarray(meta["std"], np.float32).reshape(-1, 1, 1)
+    return ((images - mean) / std).astype(np.float32)
 
 
 def predict(cell: nn.Cell, *columns: np.ndarray, batch_size: int = 512) -> np.ndarray:

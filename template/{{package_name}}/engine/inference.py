@@ -52,4 +52,3 @@ def evaluate_checkpoint(path: str, overrides: list[str] = ()) -> dict[str, float
     data = trained.task.load_data(trained.cfg)
     data.meta = trained.meta  # evaluate with the training-time meta (normalisation, vocabulary)
     return trained.task.evaluate(trained.network, data, trained.cfg)
-

@@ -16,6 +16,9 @@ class DataConfig(Section):
 
 
 class ModelConfig(Section):
+    # gpt: the layers below as configured; gpt2: GPT-2's own (biases, tied head), so Hugging Face
+    # GPT-2 weights import with convert_weights.py
+    arch: Literal["gpt", "gpt2"] = "gpt"
     block_size: int = Field(64, gt=0)  # context length in tokens (training blocks, generation window)
     n_layer: int = Field(2, gt=0)
     n_head: int = Field(4, gt=0)
@@ -29,6 +32,9 @@ class ModelConfig(Section):
     def _heads_divide_width(self):
         if self.d_model % self.n_head:
             raise ValueError(f"model.d_model={self.d_model} must be divisible by model.n_head={self.n_head}")
+        if self.arch == "gpt2" and not (self.bias and self.tie_embeddings):
+            raise ValueError("model.arch=gpt2 has biases and a tied head: set model.bias=true and "
+                             "model.tie_embeddings=true (or model.arch=gpt)")
         return self
 
 

@@ -7,6 +7,9 @@ GELU written out as its tanh formula, q/k/v split with ``ops.split`` before the 
 heads, K transposed once into (B, H, D, T) so the score matmul needs no transpose, and no
 bias vectors in the linear layers by default (``model.bias``; as nanoGPT, no worse without).
 The fused cross-entropy is in ``LanguageModelLoss`` below.
+
+With ``model.bias: true`` and a tied head this is GPT-2's computation exactly (``model.arch:
+gpt2``); ``convert_weights.py`` maps Hugging Face's names onto these.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import mindspore as ms
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import Normal, initializer
+
+LN_EPS = 1e-5  # LayerNorm epsilon of GPT-2 (and PyTorch); MindSpore's default is 1e-7
 
 
 def gelu(x):
@@ -66,9 +71,9 @@ class Block(nn.Cell):
     def __init__(self, d_model: int, n_head: int, block_size: int, mlp_ratio: int, dropout: float,
                  proj_std: float, bias: bool):
         super().__init__()
-        self.ln1 = nn.LayerNorm((d_model,))
+        self.ln1 = nn.LayerNorm((d_model,), epsilon=LN_EPS)
         self.attn = CausalSelfAttention(d_model, n_head, block_size, dropout, proj_std, bias)
-        self.ln2 = nn.LayerNorm((d_model,))
+        self.ln2 = nn.LayerNorm((d_model,), epsilon=LN_EPS)
         self.mlp = MLP(d_model, mlp_ratio * d_model, dropout, proj_std, bias)
 
     def construct(self, x):
@@ -87,7 +92,7 @@ class GPT(nn.Cell):
         proj_std = 0.02 / math.sqrt(2 * n_layer)  # residual projections scaled down with depth (GPT-2)
         self.blocks = nn.SequentialCell([Block(d_model, n_head, block_size, mlp_ratio, dropout, proj_std, bias)
                                          for _ in range(n_layer)])
-        self.ln_f = nn.LayerNorm((d_model,))
+        self.ln_f = nn.LayerNorm((d_model,), epsilon=LN_EPS)
         self.tied = tie_embeddings
         self.head = nn.Identity() if tie_embeddings else nn.Dense(d_model, vocab_size, has_bias=False,
                                                                   weight_init=Normal(0.02))

@@ -17,9 +17,11 @@ class DataConfig(Section):
 
 
 class ModelConfig(Section):
-    widths: list[int] = [32, 64]  # channels per stage; each stage after the first halves H and W
-    blocks_per_stage: int = Field(1, gt=0)
-    norm: Literal["group", "batch"] = "group"  # group: accumulation/data parallel exact
+    # small_cnn: small images, from scratch; resnet*: torchvision's ResNets (BatchNorm), weights importable
+    arch: Literal["small_cnn", "resnet18", "resnet34", "resnet50"] = "small_cnn"
+    widths: list[int] = [32, 64]  # small_cnn: channels per stage; each stage after the first halves H and W
+    blocks_per_stage: int = Field(1, gt=0)  # small_cnn
+    norm: Literal["group", "batch"] = "group"  # small_cnn; group: accumulation/data parallel exact
     dropout: float = Field(0.0, ge=0, lt=1)
     pretrained: str | None = None  # checkpoint to start from (backbone weights)
     freeze_backbone: bool = False  # fine-tune only the classifier head

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...engine import checkpoint
 from ...engine.arrays import normalise, stratified_split
 from ...engine.errors import DataError
 from ...engine.images import IMAGE_SUFFIXES, open_image, read_npz, to_array
@@ -19,13 +20,22 @@ def load_data(cfg) -> Data:
         raise DataError(f"data.path={cfg.data.path!r} has {len(classes)} class ({', '.join(classes)}): "
                         "a classifier needs at least two")
     train_idx, eval_idx = stratified_split(labels, len(labels), cfg.data.eval_fraction, cfg.seed)
-    mean, std = float(images[train_idx].mean()), float(images[train_idx].std()) or 1.0
+    mean, std = normalisation(cfg, images[train_idx])
     meta = {"classes": classes, "image_size": cfg.data.image_size, "channels": cfg.data.channels,
             "mean": mean, "std": std}
     # Eval images stay raw: evaluate() normalises them with the meta in force, which is the
     # training run's own when eval.py scores a checkpoint on other data.
     return Data(train={"image": normalise(images[train_idx], meta), "label": labels[train_idx]},
                 eval={"image": images[eval_idx], "label": labels[eval_idx]}, meta=meta)
+
+
+def normalisation(cfg, train_images: np.ndarray) -> tuple:
+    """Mean and std to standardise with: a pretrained backbone's own (e.g. ImageNet's per-channel
+    values for imported weights), so it sees inputs as it was trained on; else this data's."""
+    if cfg.model.pretrained:
+        _, pretrained = checkpoint.read(cfg.model.pretrained)
+        return pretrained["task_meta"]["mean"], pretrained["task_meta"]["std"]
+    return float(train_images.mean()), float(train_images.std()) or 1.0
 
 
 def read_images(cfg: DataConfig) -> tuple[np.ndarray, np.ndarray, list[str]]:

@@ -7,35 +7,52 @@ from mindspore import Tensor, nn, ops
 
 from ...engine import checkpoint
 from ...engine.arrays import normalise, predict
-from ...engine.errors import CheckpointError
+from ...engine.errors import CheckpointError, DataError
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from .data import load_data
-from .model import ClassificationLoss, Classifier
+from .model import ClassificationLoss, Classifier, build_backbone
 
 
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
-    m = cfg.model
-    network = Classifier(meta["channels"], len(meta["classes"]), m.widths, m.blocks_per_stage, m.norm, m.dropout)
-    if m.freeze_backbone:
+    backbone = build_backbone(cfg.model, meta["channels"], meta["image_size"])
+    network = Classifier(backbone, len(meta["classes"]), cfg.model.dropout)
+    if cfg.model.freeze_backbone:
         network.freeze_backbone()
     return Model(network=network, loss=ClassificationLoss(network))
 
 
 def warm_start(network: Classifier, cfg) -> None:
-    """``model.pretrained``: copy backbone weights from a checkpoint; the head stays fresh
-    (the new data may have other classes)."""
+    """``model.pretrained``: copy backbone weights from a checkpoint (one trained here or made by
+    convert_weights.py); the head stays fresh (the new data may have other classes)."""
     if not cfg.model.pretrained:
         return
-    params, _ = checkpoint.read(cfg.model.pretrained)
+    params, meta = checkpoint.read(cfg.model.pretrained)
     try:
+        check_backbone_fits(meta, cfg)
         checkpoint.restore(params, network.backbone)
     except CheckpointError as exc:
         raise CheckpointError(f"model.pretrained={cfg.model.pretrained}: {exc}") from None
 
 
+def check_backbone_fits(meta: dict, cfg) -> None:
+    """Refuse a backbone of another shape. Names alone would not catch all of them: a
+    resnet34 file holds every name of a resnet18, a BatchNorm one every name of a GroupNorm one."""
+    saved = meta["config"]["model"]
+    keys = ["arch"] + (["widths", "blocks_per_stage", "norm"] if cfg.model.arch == "small_cnn" else [])
+    for key in keys:
+        if saved.get(key) != getattr(cfg.model, key):
+            raise CheckpointError(f"its backbone has model.{key}={saved.get(key)!r}, this run "
+                                  f"model.{key}={getattr(cfg.model, key)!r}; set them equal")
+    if meta["task_meta"]["channels"] != cfg.data.channels:
+        raise CheckpointError(f"its backbone takes {meta['task_meta']['channels']}-channel images; "
+                              f"set data.channels={meta['task_meta']['channels']}")
+
+
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
-    logits = predict(network, normalise(data.eval["image"], data.meta))
     labels = data.eval["label"]
+    if labels.max() >= len(data.meta["classes"]):
+        raise DataError(f"the eval data has {labels.max() + 1} classes; the model knows {len(data.meta['classes'])}")
+    logits = predict(network, normalise(data.eval["image"], data.meta))
     loss = float(ops.cross_entropy(Tensor(logits), Tensor(labels)).asnumpy())
     return {"accuracy": float((logits.argmax(1) == labels).mean()), "loss": loss}
 
@@ -47,9 +64,10 @@ def exports(network: nn.Cell, meta: dict, cfg) -> dict:
 
 
 def capabilities(cfg) -> Capabilities:
-    if cfg.model.norm == "batch":
+    if cfg.model.arch != "small_cnn" or cfg.model.norm == "batch":
         return Capabilities(grad_accum="approximate",
-                            reason="BatchNorm statistics come from each micro-batch, not the whole batch")
+                            reason="BatchNorm statistics come from each micro-batch (and, under msrun, "
+                                   "each rank's batch), not the whole batch")
     return Capabilities()
 
 

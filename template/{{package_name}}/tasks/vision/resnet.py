@@ -1,0 +1,103 @@
+"""ResNet-18/34/50 as torchvision defines them (He et al. 2015, "v1.5": the stride sits in the
+3x3 convolution of a bottleneck), with torchvision's module names: ``conv1``, ``bn1``,
+``layer1.0.conv1``, ``layer2.0.downsample.0``... So importing published weights is a renaming
+table (``convert_weights.py``), not code per layer.
+
+BatchNorm, as published: its statistics come from each micro-batch, so gradient accumulation
+and data parallelism are approximate (the task says so when you use them).
+"""
+
+from __future__ import annotations
+
+from mindspore import nn, ops
+from mindspore.common.initializer import HeNormal
+
+
+def conv(in_ch: int, out_ch: int, kernel: int, stride: int = 1) -> nn.Conv2d:
+    # Explicit symmetric padding: MindSpore's "same" pads stride-2 convolutions on one side
+    # only, which would not compute what the published weights were trained with.
+    return nn.Conv2d(in_ch, out_ch, kernel, stride=stride, pad_mode="pad", padding=kernel // 2,
+                     has_bias=False, weight_init=HeNormal(mode="fan_out", nonlinearity="relu"))
+
+
+class BasicBlock(nn.Cell):
+    """Two 3x3 convolutions (ResNet-18/34)."""
+
+    expansion = 1
+
+    def __init__(self, in_ch: int, width: int, stride: int):
+        super().__init__()
+        self.conv1, self.bn1 = conv(in_ch, width, 3, stride), nn.BatchNorm2d(width)
+        self.conv2, self.bn2 = conv(width, width, 3), nn.BatchNorm2d(width)
+        self.relu = nn.ReLU()
+        self.downsample = shortcut(in_ch, width, stride)
+
+    def construct(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + self.downsample(x))
+
+
+class Bottleneck(nn.Cell):
+    """1x1 reduce, 3x3 (strided), 1x1 expand x4 (ResNet-50)."""
+
+    expansion = 4
+
+    def __init__(self, in_ch: int, width: int, stride: int):
+        super().__init__()
+        out_ch = width * self.expansion
+        self.conv1, self.bn1 = conv(in_ch, width, 1), nn.BatchNorm2d(width)
+        self.conv2, self.bn2 = conv(width, width, 3, stride), nn.BatchNorm2d(width)
+        self.conv3, self.bn3 = conv(width, out_ch, 1), nn.BatchNorm2d(out_ch)
+        self.relu = nn.ReLU()
+        self.downsample = shortcut(in_ch, out_ch, stride)
+
+    def construct(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return self.relu(out + self.downsample(x))
+
+
+def shortcut(in_ch: int, out_ch: int, stride: int) -> nn.Cell:
+    """Identity, or a strided 1x1 conv + BatchNorm where the shape changes (``downsample.0/1``)."""
+    if stride == 1 and in_ch == out_ch:
+        return nn.Identity()
+    return nn.SequentialCell(conv(in_ch, out_ch, 1, stride), nn.BatchNorm2d(out_ch))
+
+
+# arch -> (block, blocks per stage)
+ARCHS = {
+    "resnet18": (BasicBlock, (2, 2, 2, 2)),
+    "resnet34": (BasicBlock, (3, 4, 6, 3)),
+    "resnet50": (Bottleneck, (3, 4, 6, 3)),
+}
+
+
+class ResNet(nn.Cell):
+    """Everything but torchvision's ``fc``: (B, C, H, W) -> pooled features (B, out_features).
+    Any input size works (global average pooling); the published weights saw 224x224."""
+
+    def __init__(self, arch: str, channels: int = 3):
+        super().__init__()
+        block, depths = ARCHS[arch]
+        self.conv1, self.bn1 = conv(channels, 64, 7, stride=2), nn.BatchNorm2d(64)
+        self.relu = nn.ReLU()
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2)  # after a 1-pixel zero pad, see construct
+        in_ch, stages = 64, []
+        for stage, (width, depth) in enumerate(zip((64, 128, 256, 512), depths)):
+            blocks = []
+            for i in range(depth):
+                blocks.append(block(in_ch, width, 2 if stage > 0 and i == 0 else 1))
+                in_ch = width * block.expansion
+            stages.append(nn.SequentialCell(blocks))
+        self.layer1, self.layer2, self.layer3, self.layer4 = stages
+        self.out_features = in_ch
+
+    def construct(self, x):
+        x = self.relu(self.bn1(self.conv1(x)))  # (B, 64, H/2, W/2)
+        # PyTorch pads this max pool with -inf; after the ReLU zeros are the same. (MindSpore's
+        # own padded MaxPool2d exported to MINDIR that would not reload with a dynamic batch.)
+        x = self.maxpool(ops.pad(x, (1, 1, 1, 1)))  # (B, 64, H/4, W/4)
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))  # (B, F, H/32, W/32)
+        return ops.mean(x, axis=(2, 3))

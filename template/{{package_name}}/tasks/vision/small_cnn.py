@@ -1,0 +1,71 @@
+"""``small_cnn``: a small ResNet-style backbone for small images, from scratch.
+
+A conv stem, then stages of residual blocks (``model.widths``, ``model.blocks_per_stage``);
+every stage after the first halves H and W. The stem first brings larger inputs down to
+about 8x8 with strided convolutions (one per halving: 16x16 -> one, 32x32 -> two, 224x224 ->
+five), so the stages see at every image size what they see on 8x8 digits, at the same cost.
+
+Normalisation is GroupNorm by default: unlike BatchNorm it treats every example on its own,
+so k accumulated micro-batches (or N data-parallel ranks) give exactly the update of one big
+batch, and train and eval modes compute the same function. ``model.norm: batch`` restores
+BatchNorm (the engine then warns that accumulation is approximate).
+"""
+
+from __future__ import annotations
+
+import math
+
+from mindspore import nn, ops
+
+STAGE_INPUT = 8  # the side length the stem reduces images to
+
+
+def norm_layer(kind: str, channels: int) -> nn.Cell:
+    return nn.BatchNorm2d(channels) if kind == "batch" else nn.GroupNorm(min(8, channels), channels)
+
+
+def conv_norm_relu(in_ch: int, out_ch: int, stride: int, norm: str) -> list[nn.Cell]:
+    return [nn.Conv2d(in_ch, out_ch, 3, stride=stride, pad_mode="same", has_bias=False),
+            norm_layer(norm, out_ch), nn.ReLU()]
+
+
+class ResidualBlock(nn.Cell):
+    """conv-norm-ReLU-conv-norm plus a shortcut (1x1 conv when the shape changes)."""
+
+    def __init__(self, in_ch: int, out_ch: int, stride: int, norm: str):
+        super().__init__()
+        self.body = nn.SequentialCell(
+            nn.Conv2d(in_ch, out_ch, 3, stride=stride, pad_mode="same", has_bias=False),
+            norm_layer(norm, out_ch), nn.ReLU(),
+            nn.Conv2d(out_ch, out_ch, 3, pad_mode="same", has_bias=False),
+            norm_layer(norm, out_ch),
+        )
+        self.shortcut = nn.Identity() if stride == 1 and in_ch == out_ch else nn.SequentialCell(
+            nn.Conv2d(in_ch, out_ch, 1, stride=stride, has_bias=False), norm_layer(norm, out_ch))
+        self.relu = nn.ReLU()
+
+    def construct(self, x):
+        return self.relu(self.body(x) + self.shortcut(x))
+
+
+def stem_halvings(image_size: int) -> int:
+    """Strided stem convolutions that bring ``image_size`` down to about ``STAGE_INPUT``."""
+    return max(0, math.ceil(math.log2(image_size / STAGE_INPUT)))
+
+
+class SmallCNN(nn.Cell):
+    def __init__(self, channels: int, image_size: int, widths: list[int], blocks_per_stage: int, norm: str):
+        super().__init__()
+        layers = conv_norm_relu(channels, widths[0], 1, norm)
+        for _ in range(stem_halvings(image_size)):
+            layers += conv_norm_relu(widths[0], widths[0], 2, norm)
+        in_ch = widths[0]
+        for stage, width in enumerate(widths):
+            for block in range(blocks_per_stage):
+                layers.append(ResidualBlock(in_ch, width, 2 if stage > 0 and block == 0 else 1, norm))
+                in_ch = width
+        self.layers = nn.SequentialCell(layers)
+        self.out_features = in_ch
+
+    def construct(self, x):  # (B, C, H, W) -> (B, F)
+        return ops.mean(self.layers(x), axis=(2, 3))
