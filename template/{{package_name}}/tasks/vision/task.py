@@ -6,7 +6,7 @@ import numpy as np
 from mindspore import Tensor, nn, ops
 
 from ...engine import checkpoint
-from ...engine.arrays import normalise, predict
+from ...engine.arrays import budget, normalise, predict
 from ...engine.errors import CheckpointError
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from .data import load_data
@@ -34,10 +34,12 @@ def warm_start(network: Classifier, cfg) -> None:
 
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
-    logits = predict(network, normalise(data.eval["image"], data.meta))
-    labels = data.eval["label"]
+    """Accuracy and loss over the eval images of the budget, normalised batch by batch."""
+    rows = budget(len(data.eval["label"]), cfg.eval.max_examples, cfg.seed)
+    logits = predict(network, data.eval["image"], rows=rows, prepare=lambda batch: normalise(batch, data.meta))
+    labels = data.eval["label"][rows]
     loss = float(ops.cross_entropy(Tensor(logits), Tensor(labels)).asnumpy())
-    return {"accuracy": float((logits.argmax(1) == labels).mean()), "loss": loss}
+    return {"accuracy": float((logits.argmax(1) == labels).mean()), "loss": loss, "examples": len(rows)}
 
 
 def exports(network: nn.Cell, meta: dict, cfg) -> dict:
