@@ -19,6 +19,7 @@ from .sampling import EVAL_NEGATIVE, PairSource, sample_unseen
 
 K = 10  # the k of HR@k / NDCG@k
 BATCH = 1 << 16  # scored pairs per forward pass at evaluation
+CHUNK = 1 << 18  # scored pairs per chunk of users at evaluation
 
 
 MONITOR = "hr10"
@@ -80,6 +81,7 @@ def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
     beside popularity's, over the users of the eval budget."""
     e = data.eval
     users = budget(len(e["user"]), cfg.eval.max_examples, cfg.seed)
+    # Compiled, the forward runs ~3x faster than eagerly (passes of one shape compile once).
     ranks = user_ranks(ms.jit(network.construct) if cfg.train.jit else network, e, users, cfg.seed)
     return {"hr10": hit_rate(ranks["model"], K), "pop_hr10": hit_rate(ranks["pop"], K),
             "ndcg10": ndcg(ranks["model"], K), "pop_ndcg10": ndcg(ranks["pop"], K),
@@ -91,31 +93,33 @@ def user_ranks(scorer, e: dict, users: np.ndarray, seed: int, chunk: int | None 
     """0-based rank of each eval user's held-out item (``users``: positions in ``e["user"]``)
     for the model and for popularity: among ``eval_negatives`` sampled unseen items (drawn
     from the seed and the user alone, so any subset sees the same ones), and among all
-    items (``*_full``). Users go in chunks of ``chunk`` (default: about BATCH scored pairs)."""
-    chunk = chunk or max(1, BATCH // len(e["items"]))
+    items (``*_full``). Users go in chunks of ``chunk`` (default: about CHUNK scored pairs)."""
+    items = e["items"]
+    chunk = chunk or max(1, CHUNK // (1 + e["eval_negatives"] + len(items)))
     parts = []
     for start in range(0, len(users), chunk):
         rows = users[start:start + chunk]
         user, target = e["user"][rows], e["target"][rows]
-        negatives = sample_unseen(seed, EVAL_NEGATIVE, user, user, e["eval_negatives"], e["items"], e["seen"],
+        negatives = sample_unseen(seed, EVAL_NEGATIVE, user, user, e["eval_negatives"], items, e["seen"],
                                   e["width"], distinct=True)
         candidates = np.c_[target, negatives].astype(np.int32)  # (c, 1 + n), the held-out item first
-        scores = score_pairs(scorer, np.repeat(user, candidates.shape[1]), candidates.ravel())
-        scores = scores.asnumpy().reshape(candidates.shape)
-        full, pop_full = full_ranks(scorer, e, rows, Tensor(scores[:, 0]))
-        parts.append({"model": rank_of_first(scores), "pop": rank_of_first(e["popularity"][candidates]),
+        # One pass over the sampled pairs, then every (user, item) pair: scores stay on the device.
+        scores = score_pairs(scorer, np.r_[np.repeat(user, candidates.shape[1]), np.repeat(user, len(items))],
+                             np.r_[candidates.ravel(), np.tile(items, len(rows))])
+        sampled = scores[:candidates.size].asnumpy().reshape(candidates.shape)
+        full, pop_full = full_ranks(scores[candidates.size:].reshape(len(rows), len(items)), e, rows,
+                                    Tensor(sampled[:, 0]))
+        parts.append({"model": rank_of_first(sampled), "pop": rank_of_first(e["popularity"][candidates]),
                       "model_full": full, "pop_full": pop_full})
     return {name: np.concatenate([part[name] for part in parts]) if parts else np.zeros(0) for name in
             ("model", "pop", "model_full", "pop_full")}
 
 
-def full_ranks(scorer, e: dict, rows: np.ndarray, target_scores: Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """Rank of each held-out item among all known items its user has not interacted with,
-    for the model and for popularity: scores and counts stay on the device, one (users, items)
-    block at a time; only the ranks come back."""
+def full_ranks(scores: Tensor, e: dict, rows: np.ndarray, target_scores: Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Rank of each held-out item among all known items its user has not interacted with, for
+    the model (``scores``: (users, items) on the device) and for popularity: the counting
+    happens on the device too; only the ranks come back."""
     items = e["items"]
-    scores = score_pairs(scorer, np.repeat(e["user"][rows], len(items)), np.tile(items, len(rows)))
-    scores = scores.reshape(len(rows), len(items))  # (c, I)
     column = np.full(e["width"], -1)
     column[items] = np.arange(len(items))
     # The user's training items and the held-out item itself (compared by its score) are left out.
@@ -132,10 +136,12 @@ def full_ranks(scorer, e: dict, rows: np.ndarray, target_scores: Tensor) -> tupl
 
 
 def score_pairs(scorer, users: np.ndarray, items: np.ndarray) -> Tensor:
-    """Logits of the pairs (users[i], items[i]), BATCH pairs per forward pass, kept on the device."""
-    users, items = users.astype(np.int32), items.astype(np.int32)
+    """Logits of the pairs (users[i], items[i]), kept on the device, in forward passes of
+    exactly BATCH pairs (the last one padded): a compiled scorer compiles once."""
+    n, pad = len(users), -len(users) % BATCH
+    users, items = (np.r_[x, np.zeros(pad, x.dtype)].astype(np.int32) for x in (users, items))
     return ops.cat([scorer(Tensor(users[i:i + BATCH]), Tensor(items[i:i + BATCH]))
-                    for i in range(0, len(users), BATCH)])
+                    for i in range(0, len(users), BATCH)])[:n]
 
 
 def rank_among(scores: Tensor, target: Tensor, excluded: Tensor) -> np.ndarray:
