@@ -19,6 +19,7 @@ import argparse
 import importlib
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -82,25 +83,27 @@ def child_peak(args: list[str], cwd: Path) -> tuple[float, float, str]:
 
 # -- workers (run in the generated project, one process per measurement) ----------------------
 def phases_worker(package: str, overrides: list[str]) -> None:
-    """Seconds spent reading the CSV, preparing the data and in one evaluation (fresh network)."""
+    """Seconds and peak RSS (MB) after reading the CSV, preparing the data and one evaluation
+    (fresh network)."""
     sys.path.insert(0, ".")
     load_config = importlib.import_module(f"{package}.engine.config").load_config
     cfg = load_config("config/config.yaml", overrides)
     importlib.import_module(f"{package}.engine.runtime").setup(cfg)
     log_mod = importlib.import_module(f"{package}.tasks.recommender.log")
     topk = importlib.import_module(f"{package}.tasks.recommender.topk")
-    times = {}
+    times = {"start_mb": peak_mb()}
     start = time.perf_counter()
     log = log_mod.read_log(cfg)
-    times["read_csv_s"] = time.perf_counter() - start
+    times.update(read_csv_s=time.perf_counter() - start, read_csv_mb=peak_mb())
     start = time.perf_counter()
     data = topk.prepare(log, cfg)
-    times["prepare_s"] = time.perf_counter() - start
+    del log
+    times.update(prepare_s=time.perf_counter() - start, prepare_mb=peak_mb())
     network = topk.build_model(cfg, data.meta).network
     network.set_train(False)
     start = time.perf_counter()
     metrics = topk.evaluate(network, data, cfg)
-    times["evaluate_s"] = time.perf_counter() - start
+    times.update(evaluate_s=time.perf_counter() - start, evaluate_mb=peak_mb())
     times.update(
         train_rows=len(data.train),
         eval_users=len(data.eval["user"]),
@@ -108,6 +111,10 @@ def phases_worker(package: str, overrides: list[str]) -> None:
         items=len(data.eval["items"]),
     )
     print(json.dumps(times))
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def retrieval_worker(package: str, pairs: int, way: str) -> None:
@@ -149,7 +156,12 @@ def retrieval_worker(package: str, pairs: int, way: str) -> None:
 def bench_recommender(root: Path, args) -> None:
     project, package = generate("recommender", root)
     folder = write_ratings(root / f"ratings-{args.rows}", args.rows, args.users, args.items)
-    overrides = ["data.source=files", f"data.path={folder}", f"eval.max_examples={args.budget}"]
+    overrides = [
+        "data.source=files",
+        f"data.path={folder}",
+        "data.drop_short_users=true",
+        f"eval.max_examples={args.budget}",
+    ]
     sets = [
         a
         for o in [*overrides, "train.max_steps=5", "output.plot=false", f"output.dir={root / 'runs'}"]
@@ -164,10 +176,15 @@ def bench_recommender(root: Path, args) -> None:
     )
     print(f"  train.py --set train.max_steps=5: {wall:.1f} s wall, peak RSS {peak:,.0f} MB")
     p = phases
-    print(f"  where the time goes: read ratings.csv {p['read_csv_s']:.1f} s | prepare {p['prepare_s']:.1f} s")
+    print(
+        f"  where the time goes (peak RSS after each): import {p['start_mb']:,.0f} MB | read ratings.csv "
+        f"{p['read_csv_s']:.1f} s, {p['read_csv_mb']:,.0f} MB | prepare {p['prepare_s']:.1f} s, "
+        f"{p['prepare_mb']:,.0f} MB"
+    )
     print(
         f"  one evaluation ({p['examples']:,} of {p['eval_users']:,} users x {p['items']:,} items, fresh "
-        f"network): {p['evaluate_s']:.1f} s"
+        f"network): {p['evaluate_s']:.1f} s ({1000 * p['evaluate_s'] / p['examples']:.0f} ms a user), "
+        f"{p['evaluate_mb']:,.0f} MB"
     )
     print(
         f"  training rows made on demand: {p['train_rows']:,} (materialised as int32, int32, float32: "
