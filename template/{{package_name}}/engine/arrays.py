@@ -1,6 +1,9 @@
-"""NumPy helpers the tasks share: the held-out split, image normalisation, batched inference."""
+"""NumPy helpers the tasks share: the held-out split, the evaluation budget, image
+normalisation, batched inference and a top-k that never builds a queries x keys matrix."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 from mindspore import Tensor, nn
@@ -21,6 +24,25 @@ def stratified_split(labels: np.ndarray | None, n: int, eval_fraction: float, se
     return rng.permutation(np.concatenate(train)), np.sort(np.concatenate(held))
 
 
+def budget(n: int, max_examples: int | None, seed: int) -> np.ndarray:
+    """Sorted indices of the ``n`` eval examples an evaluation uses (``eval.max_examples``):
+    all of them, or a subset of ``max_examples`` that depends only on (n, seed), so every
+    evaluation of a run, resumed or not, scores the same examples."""
+    if max_examples is None or max_examples >= n:
+        return np.arange(n)
+    return np.sort(np.random.default_rng([seed, 0xE7A1]).choice(n, max_examples, replace=False))
+
+
+def budget_note(max_examples: int | None, examples: int) -> str:
+    """What an evaluation of ``examples`` examples under ``eval.max_examples`` covered, in words."""
+    if max_examples is None:
+        return f"eval: all {examples:,} eval examples (eval.max_examples=null)"
+    if examples < max_examples:
+        return (f"eval: eval.max_examples={max_examples} is more than the {examples:,} eval examples: "
+                "evaluating all of them")
+    return f"eval: a fixed subset of {examples:,} eval examples (eval.max_examples), the same at every evaluation"
+
+
 def normalise(images: np.ndarray, meta: dict) -> np.ndarray:
     """Standardise (N, C, H, W) images with the training run's statistics: ``meta["mean"]`` and
     ``meta["std"]`` are one number, or one per channel (e.g. ImageNet's for imported weights)."""
@@ -29,8 +51,51 @@ def normalise(images: np.ndarray, meta: dict) -> np.ndarray:
     return ((images - mean) / std).astype(np.float32)
 
 
-def predict(cell: nn.Cell, *columns: np.ndarray, batch_size: int = 512) -> np.ndarray:
-    """``cell`` applied to equal-length input arrays in batches, outputs concatenated (float32)."""
-    out = [cell(*(Tensor(c[i:i + batch_size]) for c in columns)).asnumpy()
-           for i in range(0, len(columns[0]), batch_size)]
+def predict(cell: nn.Cell, *columns: np.ndarray, batch_size: int = 512, rows: np.ndarray | None = None,
+            prepare: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+    """``cell`` applied in batches to equal-length input arrays (only ``rows`` of them when
+    given), outputs concatenated (float32). ``prepare`` maps each input batch first (e.g.
+    ``normalise``), so no prepared copy of the whole input is made."""
+    n = len(columns[0]) if rows is None else len(rows)
+    out = []
+    for i in range(0, n, batch_size):
+        pick = slice(i, i + batch_size) if rows is None else rows[i:i + batch_size]
+        batch = [c[pick] if prepare is None else prepare(c[pick]) for c in columns]
+        out.append(cell(*(Tensor(b) for b in batch)).asnumpy())
     return np.concatenate(out).astype(np.float32) if out else np.zeros(0, np.float32)
+
+
+def top_k(queries: np.ndarray, keys: np.ndarray, k: int, chunk: int = 2048) -> np.ndarray:
+    """Indices of the ``k`` keys with the highest dot product for each query, best first, ties
+    to the lower index: ``np.argsort(-(queries @ keys.T), axis=1, kind="stable")[:, :k]``, but
+    over (chunk, chunk) blocks of scores with a running top-k, so memory stays O(chunk^2)."""
+    k = min(k, len(keys))
+    result = np.zeros((len(queries), k), np.int64)
+    for q in range(0, len(queries), chunk):
+        best_scores = np.zeros((len(queries[q:q + chunk]), 0), np.float32)
+        best = np.zeros(best_scores.shape, np.int64)
+        for j in range(0, len(keys), chunk):
+            scores = queries[q:q + chunk] @ keys[j:j + chunk].T  # (chunk, chunk)
+            index = np.broadcast_to(np.arange(j, j + scores.shape[1]), scores.shape)
+            # The running best come first and hold lower indices, so a tie keeps the lower index.
+            scores, index = np.concatenate([best_scores, scores], 1), np.concatenate([best, index], 1)
+            keep = first_k_largest(scores, k)
+            best_scores, best = np.take_along_axis(scores, keep, 1), np.take_along_axis(index, keep, 1)
+        result[q:q + chunk] = best
+    return result
+
+
+def first_k_largest(values: np.ndarray, k: int) -> np.ndarray:
+    """Column positions of each row's ``k`` largest values, largest first, ties to the lower
+    position: ``np.argsort(-values, axis=1, kind="stable")[:, :k]`` without sorting whole rows."""
+    rows, width = values.shape
+    if width > k:
+        kth = np.partition(values, width - k, axis=1)[:, width - k, None]  # each row's k-th largest
+        ties = values == kth
+        room = k - (values > kth).sum(1, keepdims=True)  # places left for values equal to kth
+        chosen = (values > kth) | (ties & (np.cumsum(ties, 1) <= room))  # exactly k per row
+        positions = np.nonzero(chosen)[1].reshape(rows, k)  # ascending within each row
+    else:
+        positions = np.broadcast_to(np.arange(width), (rows, width))
+    order = np.argsort(-np.take_along_axis(values, positions, 1), axis=1, kind="stable")
+    return np.take_along_axis(positions, order, 1)

@@ -1,7 +1,7 @@
 """Callbacks: the trainer calls every hook in order; a hook may set ``trainer.should_stop``.
 
-Built in: progress (``console.py``), history, checkpoints (last + best), early stopping,
-curve plot, and the metric loggers of ``output.loggers`` (``loggers.py``). Add your own in
+Built in: progress (``console.py``), history, checkpoints (last + best), the eval budget
+note, early stopping, curve plot, and the metric loggers of ``output.loggers`` (``loggers.py``). Add your own in
 config (``train.callbacks: ["my_module:MyCallback"]``, constructed without arguments) or
 pass instances to ``engine.trainer.train``::
 
@@ -18,6 +18,8 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+from . import manifest
+from .arrays import budget_note
 from .errors import ConfigError
 from .schema import Config
 
@@ -52,6 +54,22 @@ class Checkpoints(Callback):
         trainer.save_checkpoint("last.ckpt")
 
 
+class EvalExamples(Callback):
+    """Says once how many eval examples the evaluations use (``eval.max_examples``) and
+    records it as ``eval_examples`` in ``manifest.json``."""
+
+    def __init__(self):
+        self.said = False
+
+    def on_eval_end(self, trainer, metrics):
+        if self.said or "examples" not in metrics:
+            return
+        self.said = True
+        trainer.console.say(budget_note(trainer.cfg.eval.max_examples, int(metrics["examples"])))
+        if trainer.comm.is_main:
+            manifest.update(trainer.run_dir, eval_examples=int(metrics["examples"]))
+
+
 class EarlyStopping(Callback):
     def __init__(self, patience: int):
         self.patience = patience
@@ -77,7 +95,7 @@ class CurvePlot(Callback):
 
         train = [row for row in trainer.history if row["kind"] == "train"]
         evals = [row for row in trainer.history if row["kind"] == "eval"]
-        names = [k for k in (evals[0] if evals else {}) if k not in ("kind", "step", "epoch")]
+        names = [k for k in (evals[0] if evals else {}) if k not in ("kind", "step", "epoch", "examples")]
         fig, axes = plt.subplots(1, 1 + len(names), figsize=(4 * (1 + len(names)), 3), squeeze=False)
         axes[0, 0].plot([r["step"] for r in train], [r["loss"] for r in train])
         axes[0, 0].set(title="train loss", xlabel="step")
@@ -94,7 +112,7 @@ def build_callbacks(cfg: Config, run_dir: Path) -> list[Callback]:
     from .console import Progress  # both build on Callback, defined above
     from .loggers import build_loggers
 
-    callbacks = [Progress(), History(), Checkpoints()]
+    callbacks = [Progress(), History(), Checkpoints(), EvalExamples()]
     if cfg.train.early_stop_patience:
         callbacks.append(EarlyStopping(cfg.train.early_stop_patience))
     if cfg.output.plot:

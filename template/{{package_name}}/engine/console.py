@@ -74,7 +74,7 @@ class Progress(Callback):
         trainer.console.record(line)
 
     def on_eval_end(self, trainer, metrics):
-        text = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+        text = "  ".join(f"{k} {v}" if isinstance(v, int) else f"{k} {v:.4f}" for k, v in metrics.items())
         trainer.console.say(f"eval @ step {trainer.state.step}: {text}")
 
     def on_train_end(self, trainer, summary):

@@ -1,7 +1,8 @@
-"""Batches from in-memory arrays: seeded shuffling per epoch, strided sharding by rank.
+"""Batches from a training source: seeded shuffling per epoch, strided sharding by rank.
 
-The order of epoch ``e`` depends only on (seed, e), so a resumed run can jump to any
-(epoch, batch) position and see exactly the batches an uninterrupted run would.
+The order of epoch ``e`` depends only on (seed, e), and a source gives the same row for the
+same index every time, so a resumed run can jump to any (epoch, batch) position and see
+exactly the batches an uninterrupted run would.
 """
 
 from __future__ import annotations
@@ -12,19 +13,33 @@ import numpy as np
 from mindspore import Tensor
 
 from .errors import DataError
-from .task import Comm
+from .task import Comm, TrainSource
 
 
-class Batches:
-    def __init__(self, columns: dict[str, np.ndarray], batch_size: int, seed: int, comm: Comm | None = None):
+class Columns:
+    """Equal-length arrays in memory as a ``TrainSource`` (what ``Data.train`` as a dict means)."""
+
+    def __init__(self, columns: dict[str, np.ndarray]):
         lengths = {len(array) for array in columns.values()}
         if len(lengths) != 1:
             raise DataError(f"training columns differ in length: { {k: len(v) for k, v in columns.items()} }")
         self.columns = list(columns.values())
+
+    def __len__(self) -> int:
+        return len(self.columns[0])
+
+    def take(self, index: np.ndarray) -> tuple[np.ndarray, ...]:
+        return tuple(column[index] for column in self.columns)
+
+
+class Batches:
+    def __init__(self, train: dict[str, np.ndarray] | TrainSource, batch_size: int, seed: int,
+                 comm: Comm | None = None):
+        self.source = Columns(train) if isinstance(train, dict) else train
         self.batch_size = batch_size
         self.seed = seed
         self.comm = comm = comm or Comm()
-        self.total = lengths.pop()
+        self.total = len(self.source)
         self.per_rank = self.total // comm.size
         if self.per_rank < batch_size:
             raise DataError(
@@ -35,10 +50,16 @@ class Batches:
         return self.per_rank // self.batch_size
 
     def epoch(self, epoch: int, start: int = 0) -> Iterator[tuple[Tensor, ...]]:
-        order = np.random.default_rng([self.seed, epoch]).permutation(self.total)
+        # The order of rng.permutation(total), shuffled in place as int32 when it fits: half the memory.
+        order = np.arange(self.total, dtype=np.int32 if self.total < 2**31 else np.int64)
+        np.random.default_rng([self.seed, epoch]).shuffle(order)
         # Strided shard (as MindSpore's samplers): batch i of every rank together is exactly
         # batch i of a single process with batch_size * world_size.
         mine = order[self.comm.rank::self.comm.size][:self.per_rank]
-        for i in range(start, len(self)):
-            index = mine[i * self.batch_size:(i + 1) * self.batch_size]
-            yield tuple(Tensor(column[index]) for column in self.columns)
+        # A source that makes rows on demand may ask for several batches per take() (its
+        # ``block_rows``), paying its per-call cost once per block: the rows are the same.
+        b, ahead = self.batch_size, max(1, getattr(self.source, "block_rows", 0) // self.batch_size)
+        for first in range(start, len(self), ahead):
+            block = self.source.take(mine[first * b:min(first + ahead, len(self)) * b])
+            for i in range(0, len(block[0]), b):
+                yield tuple(Tensor(column[i:i + b]) for column in block)

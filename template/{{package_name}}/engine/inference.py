@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,7 @@ from mindspore import nn
 
 from ..tasks import get_task
 from . import checkpoint, runtime
+from .arrays import budget_note
 from .config import apply_override, build_config
 from .errors import ConfigError
 from .schema import Config
@@ -48,7 +50,13 @@ def load_trained(path: str, overrides: list[str] = ()) -> Trained:
 
 
 def evaluate_checkpoint(path: str, overrides: list[str] = ()) -> dict[str, float]:
+    """Every eval example, unless ``overrides`` set ``eval.max_examples`` (the note goes to stderr)."""
     trained = load_trained(path, overrides)
+    if not any(item.startswith("eval.max_examples=") for item in overrides):
+        trained.cfg.eval.max_examples = None  # the training run's budget was for evaluations during training
     data = trained.task.load_data(trained.cfg)
     data.meta = trained.meta  # evaluate with the training-time meta (normalisation, vocabulary)
-    return trained.task.evaluate(trained.network, data, trained.cfg)
+    metrics = trained.task.evaluate(trained.network, data, trained.cfg)
+    print(budget_note(trained.cfg.eval.max_examples, int(metrics["examples"])), file=sys.stderr)
+    return metrics
+

@@ -61,3 +61,10 @@ def write(run_dir: Path, cfg: Config, device: str, world_size: int, resumed_from
                                     "at": datetime.now().isoformat(timespec="seconds")})
     path.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     return manifest
+
+
+def update(run_dir: Path, **fields: Any) -> None:
+    """Add what is known only once training runs (e.g. ``eval_examples``) to ``manifest.json``."""
+    path = run_dir / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**manifest, **fields}, indent=2), encoding="utf-8")

@@ -1,4 +1,4 @@
-"""The run configuration's schema: the shared sections (runtime, train, optim, output).
+"""The run configuration's schema: the shared sections (runtime, train, eval, optim, output).
 
 Each task adds its own ``data`` and ``model`` sections by subclassing ``Config`` in its
 ``config.py``. Pure pydantic: this module imports neither MindSpore nor the tasks, so the
@@ -51,6 +51,14 @@ class Train(Section):
     callbacks: list[str] = []  # "module:Class" user callbacks, see engine/callbacks.py
 
 
+class Eval(Section):
+    # Evaluations during training use at most this many eval examples (the task's unit: images,
+    # windows, users, rows, pairs): a fixed subset drawn with the seed, the same at every
+    # evaluation and after a resume, so best.ckpt is picked on the same examples. null = all.
+    # eval.py evaluates all of them unless given --set eval.max_examples=N.
+    max_examples: int | None = Field(None, gt=0)
+
+
 class Optim(Section):
     name: Literal["sgd", "momentum", "adam", "adamw", "lazy_adam"] = "adam"  # lazy_adam: for sparse embeddings
     lr: float = Field(1e-3, gt=0)
@@ -89,6 +97,7 @@ class Config(Section):
     seed: int = Field(42, ge=0)  # the same seed on every rank: identical init, data order differs by shard
     runtime: Runtime = Runtime()
     train: Train = Train()
+    eval: Eval = Eval()
     optim: Optim = Optim()
     output: Output = Output()
     data: Section

@@ -6,11 +6,16 @@ training starts. The engine never branches on the task's name.
 
 What the engine relies on:
 - ``load_data(cfg)`` returns all of the data; the engine shards ``Data.train`` by rank.
-- ``Data.train`` is ready to batch (normalised, tokenised...). ``Data.eval`` stays raw:
+- ``Data.train`` is ready to batch (normalised, tokenised...): a dict of equal-length arrays,
+  or a ``TrainSource`` that makes rows on demand (e.g. sampled negatives, see
+  ``tasks/recommender/sampling.py``), for data too big to materialise. ``Data.eval`` stays raw:
   ``evaluate`` prepares it with ``data.meta``, which is the training run's own meta when
   ``eval.py`` scores a checkpoint on other data (so no statistic of the new data leaks in).
 - ``data.meta`` is JSON-serialisable and is everything ``build_model``, ``evaluate`` and
   ``exports`` need besides the config: it is saved in every checkpoint.
+- ``evaluate`` scores at most ``cfg.eval.max_examples`` eval examples: the subset
+  ``engine.arrays.budget`` picks (the same at every evaluation), and says how many in the
+  ``examples`` entry of its metrics.
 - The loss lives next to the network, in the task's ``model.py``.
 """
 
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from mindspore import Tensor, nn
@@ -51,13 +56,26 @@ class Capabilities:
     reason: str = ""  # shown when a feature is refused or approximate
 
 
+class TrainSource(Protocol):
+    """Training rows made on demand. ``take(indices)`` returns one array per loss input (in
+    the order ``Model.loss`` receives them), row i of each for example ``indices[i]``. An
+    index must give the same row every time, whatever else is in the batch: exact resume,
+    accumulation and sharding rely on it (so draw randomness from the index, not from a
+    running generator). Optionally ``block_rows``: rows it prefers per ``take`` when each call
+    has a fixed cost (the engine then asks for several batches at once)."""
+
+    def __len__(self) -> int: ...
+    def take(self, indices: np.ndarray) -> tuple[np.ndarray, ...]: ...
+
+
 @dataclass
 class Data:
-    """Arrays for training and evaluation. Columns keep their order: it is the order in
-    which ``Model.loss`` receives them. ``meta`` is JSON-serialisable (vocabulary, class
-    names, id maps...) and is saved in every checkpoint so inference can rebuild it."""
+    """Arrays for training and evaluation. Columns (a dict, or a ``TrainSource``'s ``take``)
+    keep their order: it is the order in which ``Model.loss`` receives them. ``meta`` is
+    JSON-serialisable (vocabulary, class names, id maps...) and is saved in every checkpoint
+    so inference can rebuild it."""
 
-    train: dict[str, np.ndarray]
+    train: dict[str, np.ndarray] | TrainSource
     eval: Any  # raw held-out examples, prepared by ``Task.evaluate`` with ``meta``
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -76,7 +94,8 @@ class Task:
     name: str
     load_data: Callable[[Config], Data]  # full data; the engine shards Data.train by rank
     build_model: Callable[[Config, dict, Comm], Model]  # (cfg, meta, comm)
-    evaluate: Callable[[nn.Cell, Data, Config], dict[str, float]]  # whole eval set -> metrics
+    # (network, data, cfg) -> metrics over the eval set, or over cfg.eval.max_examples of it; with "examples"
+    evaluate: Callable[[nn.Cell, Data, Config], dict[str, float]]
     monitor: str | Callable[[Config], str]  # metric that picks the best checkpoint (or cfg -> metric)
     mode: Literal["max", "min"]
     # name -> (cell, example inputs) for MINDIR export; axis 0 of every input becomes dynamic

@@ -3,7 +3,8 @@
 Recall@k counts a hit when a retrieved caption has the same text as the query image's own
 caption (image -> text), or a retrieved image's caption has the query's text (text ->
 image). Image -> text ranks the *distinct* captions, so five copies of one caption cannot
-fill the top five.
+fill the top five. Rankings go through ``engine.arrays.top_k``: blocks of scores with a
+running top-k, never an N x N similarity matrix.
 """
 
 from __future__ import annotations
@@ -12,15 +13,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ...engine.arrays import normalise, predict
+from ...engine.arrays import normalise, predict, top_k
 from ...engine.errors import DataError
 from ...engine.images import IMAGE_SUFFIXES, open_image, to_array
 from .data import caption, tokenize, words
 
 
-def embed_images(network, images: np.ndarray, meta: dict) -> np.ndarray:
-    """Raw (N, C, H, W) images in [0, 1] -> embeddings (normalised as in training)."""
-    return predict(network.image_encoder, normalise(images, meta))
+def embed_images(network, images: np.ndarray, meta: dict, rows: np.ndarray | None = None) -> np.ndarray:
+    """Raw (N, C, H, W) images in [0, 1] (``rows`` of them) -> embeddings, normalised batch by batch as in training."""
+    return predict(network.image_encoder, images, rows=rows, prepare=lambda batch: normalise(batch, meta))
 
 
 def embed_texts(network, texts: list[str], meta: dict, strict: bool = False) -> np.ndarray:
@@ -34,17 +35,13 @@ def embed_texts(network, texts: list[str], meta: dict, strict: bool = False) -> 
     return predict(network.text_encoder, tokenize(texts, meta["vocab"], meta["max_tokens"]))
 
 
-def top_k(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k highest scores per row, best first (ties: lower index first)."""
-    return np.argsort(-scores, axis=1, kind="stable")[:, :k]
-
-
 def retrieval_metrics(image_emb: np.ndarray, text_emb: np.ndarray, texts: list[str],
-                      ks: tuple[int, ...] = (1, 5)) -> dict[str, float]:
-    """Recall@k both ways for N aligned pairs (row i of each is pair i)."""
+                      ks: tuple[int, ...] = (1, 5), chunk: int = 2048) -> dict[str, float]:
+    """Recall@k both ways for N aligned pairs (row i of each is pair i), scoring ``chunk`` x
+    ``chunk`` blocks at a time."""
     _, first, inverse = np.unique(np.asarray(texts, dtype=str), return_index=True, return_inverse=True)
-    i2t = top_k(image_emb @ text_emb[first].T, max(ks))  # (N, k) indices into distinct captions
-    t2i = top_k(text_emb @ image_emb.T, max(ks))  # (N, k) indices into images
+    i2t = top_k(image_emb, text_emb[first], max(ks), chunk)  # (N, k) indices into distinct captions
+    t2i = top_k(text_emb, image_emb, max(ks), chunk)  # (N, k) indices into images
     metrics = {}
     for k in ks:
         metrics[f"i2t_r{k}"] = float(np.mean(np.any(i2t[:, :k] == inverse[:, None], axis=1)))
@@ -53,9 +50,9 @@ def retrieval_metrics(image_emb: np.ndarray, text_emb: np.ndarray, texts: list[s
 
 
 def zero_shot_accuracy(image_emb: np.ndarray, prompt_emb: np.ndarray, classes: list[str],
-                       labels: list[str]) -> float:
+                       labels: list[str], chunk: int = 2048) -> float:
     """Classify each image as the class whose prompt embedding is nearest; compare with its label."""
-    predicted = np.asarray(classes)[np.argmax(image_emb @ prompt_emb.T, axis=1)]
+    predicted = np.asarray(classes)[top_k(image_emb, prompt_emb, 1, chunk)[:, 0]]
     return float(np.mean(predicted == np.asarray(labels)))
 
 
@@ -78,9 +75,9 @@ def captions_for_image(network, meta: dict, image: Path, candidates: list[str] |
                        top: int = 5) -> list[tuple[float, str]]:
     """The ``top`` candidate captions (default: the known ones) for one image, best first."""
     candidates = candidates or known_captions(meta)
-    scores = embed_images(network, load_images([image], meta), meta) @ \
-        embed_texts(network, candidates, meta, strict=True).T
-    return [(float(scores[0, i]), candidates[i]) for i in top_k(scores, top)[0]]
+    query, keys = embed_images(network, load_images([image], meta), meta), embed_texts(network, candidates, meta,
+                                                                                          strict=True)
+    return [(float(query[0] @ keys[i]), candidates[i]) for i in top_k(query, keys, top)[0]]
 
 
 def images_for_text(network, meta: dict, text: str, folder: Path, top: int = 5) -> list[tuple[float, Path]]:
@@ -91,5 +88,5 @@ def images_for_text(network, meta: dict, text: str, folder: Path, top: int = 5) 
     paths = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
     if not paths:
         raise DataError(f"--images {folder}: no image files ({', '.join(sorted(IMAGE_SUFFIXES))})")
-    scores = query @ embed_images(network, load_images(paths, meta), meta).T
-    return [(float(scores[0, i]), paths[i]) for i in top_k(scores, top)[0]]
+    keys = embed_images(network, load_images(paths, meta), meta)
+    return [(float(query[0] @ keys[i]), paths[i]) for i in top_k(query, keys, top)[0]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from mindspore import Tensor, nn
 
+from ...engine.arrays import budget
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from .data import caption, load_data
 from .model import ContrastiveLoss, build_network
@@ -17,16 +18,19 @@ def build_model(cfg, meta: dict, comm: Comm) -> Model:
 
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
-    """Retrieval over the held-out pairs; zero-shot accuracy when the data has class labels."""
+    """Retrieval among the held-out pairs of the eval budget; zero-shot accuracy when the
+    data has class labels."""
     meta, held = data.meta, data.eval
-    image_emb = embed_images(network, held["image"], meta)
-    metrics = retrieval_metrics(image_emb, embed_texts(network, held["text"], meta), held["text"])
+    rows = budget(len(held["text"]), cfg.eval.max_examples, cfg.seed)
+    texts = [held["text"][i] for i in rows]
+    image_emb = embed_images(network, held["image"], meta, rows)
+    metrics = retrieval_metrics(image_emb, embed_texts(network, texts, meta), texts)
     if meta.get("classes") and held["label"] is not None:
         prompts = [caption(meta["prompt"], name) for name in meta["classes"]]
         metrics["zero_shot_acc"] = zero_shot_accuracy(
-            image_emb, embed_texts(network, prompts, meta), meta["classes"], held["label"])
+            image_emb, embed_texts(network, prompts, meta), meta["classes"], [held["label"][i] for i in rows])
     metrics["temperature"] = float(1.0 / network.scale().asnumpy())
-    return metrics
+    return {**metrics, "examples": len(rows)}
 
 
 def exports(network: nn.Cell, meta: dict, cfg) -> dict:

@@ -8,8 +8,9 @@ import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn
 
+from ...engine.arrays import budget
 from ...engine.task import Comm, Data, Model, Task
-from .data import Tokenizer, blocks, load_data
+from .data import Tokenizer, load_data
 from .model import GPT, LanguageModelLoss
 
 
@@ -21,28 +22,42 @@ def build_model(cfg, meta: dict, comm: Comm) -> Model:
 
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
-    """Loss and perplexity per token over the held-out text, in blocks of ``model.block_size``,
-    beside the perplexity of the unigram baseline (training-text token frequencies)."""
-    tokenizer = Tokenizer.from_meta(data.meta)  # the training-time vocabulary, also for a checkpoint
-    source = f"the eval split of data.path={cfg.data.path!r}" if cfg.data.path else "the eval split"
-    eval_blocks = blocks(tokenizer.encode(data.eval["text"], source), cfg.model.block_size)
+    """Loss and perplexity per token over the held-out windows of the eval budget (windows of
+    ``model.block_size`` tokens, ``block_size`` apart), beside the perplexity of the unigram
+    baseline (training-text token frequencies) on the same tokens."""
+    block = cfg.model.block_size
+    ids = eval_tokens(data, cfg)
+    windows = budget((len(ids) - 1) // block, cfg.eval.max_examples, cfg.seed)
     # Compiled, the forward runs several times faster than eagerly; batches of one shape (the
     # last one zero-padded) compile once.
     forward = ms.jit(network.construct) if cfg.train.jit else network
     size = cfg.train.batch_size
-    total = 0.0
-    for i in range(0, len(eval_blocks), size):
-        batch = eval_blocks[i:i + size]
-        inputs = np.zeros((size, cfg.model.block_size), dtype=np.int32)
+    total, targets = 0.0, []
+    for i in range(0, len(windows), size):
+        batch = ids[windows[i:i + size, None] * block + np.arange(block + 1)]  # (b, block + 1)
+        inputs = np.zeros((size, block), dtype=np.int32)
         inputs[:len(batch)] = batch[:, :-1]
         logits = forward(Tensor(inputs)).asnumpy()[:len(batch)].astype(np.float64)  # (b, T, vocab)
         log_probs = logits - _logsumexp(logits)
         total -= np.take_along_axis(log_probs, batch[:, 1:, None], axis=-1).sum()
-    targets = eval_blocks[:, 1:]
+        targets.append(batch[:, 1:])
+    targets = np.concatenate(targets)
     loss = total / targets.size
     counts = np.asarray(data.meta["unigram_counts"], dtype=np.float64) + 1.0  # add-one: no zero probability
     unigram_loss = -np.log(counts[targets] / counts.sum()).mean()
-    return {"loss": float(loss), "perplexity": math.exp(loss), "unigram_ppl": math.exp(unigram_loss)}
+    return {"loss": float(loss), "perplexity": math.exp(loss), "unigram_ppl": math.exp(unigram_loss),
+            "examples": len(windows)}
+
+
+def eval_tokens(data: Data, cfg) -> np.ndarray:
+    """The eval text as token ids of the meta's tokenizer (the training-time vocabulary, also
+    for a checkpoint), encoded once and kept in ``data.eval``: evaluation runs many times."""
+    tokenizer = data.meta["tokenizer"]
+    if data.eval.get("tokenizer") != tokenizer:
+        source = f"the eval split of data.path={cfg.data.path!r}" if cfg.data.path else "the eval split"
+        data.eval["ids"] = Tokenizer.from_meta(data.meta).encode(data.eval["text"], source)
+        data.eval["tokenizer"] = tokenizer
+    return data.eval["ids"]
 
 
 def _logsumexp(x: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from mindspore import Tensor, nn
 
-from ...engine.arrays import predict
+from ...engine.arrays import budget, predict
 from ...engine.errors import DataError
 from ...engine.task import Data, Model
 from .ids import IdMap, stable_hash
@@ -121,10 +121,13 @@ def prepare_tsv(path: Path, cfg) -> Data:
 
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
+    """AUC and logloss beside the positive rate's, over the held-out rows of the eval budget."""
     e = data.eval
-    probs = 1 / (1 + np.exp(-predict(network, e["features"], batch_size=BATCH).astype(np.float64)))
-    return {"auc": auc(e["label"], probs), "rate_auc": auc(e["label"], e["baseline"]),
-            "logloss": logloss(e["label"], probs), "rate_logloss": logloss(e["label"], e["baseline"])}
+    rows = budget(len(e["label"]), cfg.eval.max_examples, cfg.seed)
+    label, baseline = e["label"][rows], e["baseline"][rows]
+    probs = 1 / (1 + np.exp(-predict(network, e["features"], rows=rows, batch_size=BATCH).astype(np.float64)))
+    return {"auc": auc(label, probs), "rate_auc": auc(label, baseline),
+            "logloss": logloss(label, probs), "rate_logloss": logloss(label, baseline), "examples": len(rows)}
 
 
 def score(network: nn.Cell, meta: dict, user: int, items: np.ndarray, log: Log) -> np.ndarray:

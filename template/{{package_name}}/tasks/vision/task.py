@@ -6,7 +6,7 @@ import numpy as np
 from mindspore import Tensor, nn, ops
 
 from ...engine import checkpoint
-from ...engine.arrays import normalise, predict
+from ...engine.arrays import budget, normalise, predict
 from ...engine.errors import CheckpointError, DataError
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from .data import load_data
@@ -49,12 +49,15 @@ def check_backbone_fits(meta: dict, cfg) -> None:
 
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
-    labels = data.eval["label"]
-    if labels.max() >= len(data.meta["classes"]):
-        raise DataError(f"the eval data has {labels.max() + 1} classes; the model knows {len(data.meta['classes'])}")
-    logits = predict(network, normalise(data.eval["image"], data.meta))
+    """Accuracy and loss over the eval images of the budget, normalised batch by batch."""
+    if data.eval["label"].max() >= len(data.meta["classes"]):
+        raise DataError(f"the eval data has {data.eval['label'].max() + 1} classes; "
+                        f"the model knows {len(data.meta['classes'])}")
+    rows = budget(len(data.eval["label"]), cfg.eval.max_examples, cfg.seed)
+    logits = predict(network, data.eval["image"], rows=rows, prepare=lambda batch: normalise(batch, data.meta))
+    labels = data.eval["label"][rows]
     loss = float(ops.cross_entropy(Tensor(logits), Tensor(labels)).asnumpy())
-    return {"accuracy": float((logits.argmax(1) == labels).mean()), "loss": loss}
+    return {"accuracy": float((logits.argmax(1) == labels).mean()), "loss": loss, "examples": len(rows)}
 
 
 def exports(network: nn.Cell, meta: dict, cfg) -> dict:
