@@ -59,4 +59,3 @@ def evaluate_checkpoint(path: str, overrides: list[str] = ()) -> dict[str, float
     metrics = trained.task.evaluate(trained.network, data, trained.cfg)
     print(budget_note(trained.cfg.eval.max_examples, int(metrics["examples"])), file=sys.stderr)
     return metrics
-
