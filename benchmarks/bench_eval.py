@@ -82,9 +82,10 @@ def child_peak(args: list[str], cwd: Path) -> tuple[float, float, str]:
 
 
 # -- workers (run in the generated project, one process per measurement) ----------------------
-def phases_worker(package: str, overrides: list[str]) -> None:
-    """Seconds and peak RSS (MB) after reading the CSV, preparing the data and one evaluation
-    (fresh network)."""
+def phases_worker(package: str, reader: str, overrides: list[str]) -> None:
+    """Seconds and peak RSS (MB) after reading the ratings, preparing the data and one
+    evaluation (fresh network). ``reader``: ``project`` (the project's CSV reader) or
+    ``columnar`` (pandas straight into arrays, as a columnar input pipeline would)."""
     sys.path.insert(0, ".")
     load_config = importlib.import_module(f"{package}.engine.config").load_config
     cfg = load_config("config/config.yaml", overrides)
@@ -93,7 +94,25 @@ def phases_worker(package: str, overrides: list[str]) -> None:
     topk = importlib.import_module(f"{package}.tasks.recommender.topk")
     times = {"start_mb": peak_mb()}
     start = time.perf_counter()
-    log = log_mod.read_log(cfg)
+    if reader == "columnar":
+        import pandas as pd
+
+        frame = pd.read_csv(Path(cfg.data.path) / "ratings.csv")
+        log = log_mod.Log(
+            *(
+                frame[c].to_numpy(t)
+                for c, t in (
+                    ("userId", np.int64),
+                    ("movieId", np.int64),
+                    ("rating", np.float32),
+                    ("timestamp", np.int64),
+                )
+            ),
+            "ratings.csv (pandas)",
+        )
+        del frame
+    else:
+        log = log_mod.read_log(cfg)
     times.update(read_csv_s=time.perf_counter() - start, read_csv_mb=peak_mb())
     start = time.perf_counter()
     data = topk.prepare(log, cfg)
@@ -168,24 +187,23 @@ def bench_recommender(root: Path, args) -> None:
         for a in ("--set", o)
     ]
     wall, peak, _ = child_peak([sys.executable, "train.py", *sets], project)
-    _, _, out = child_peak([sys.executable, __file__, "--worker", "phases", package, *overrides], project)
-    phases = json.loads(out.strip().splitlines()[-1])
     print(
         f"\nrecommender: {args.rows:,} ratings, {args.users:,} users, {args.items:,} items (Zipf), "
         f"eval.max_examples={args.budget}"
     )
     print(f"  train.py --set train.max_steps=5: {wall:.1f} s wall, peak RSS {peak:,.0f} MB")
-    p = phases
-    print(
-        f"  where the time goes (peak RSS after each): import {p['start_mb']:,.0f} MB | read ratings.csv "
-        f"{p['read_csv_s']:.1f} s, {p['read_csv_mb']:,.0f} MB | prepare {p['prepare_s']:.1f} s, "
-        f"{p['prepare_mb']:,.0f} MB"
-    )
-    print(
-        f"  one evaluation ({p['examples']:,} of {p['eval_users']:,} users x {p['items']:,} items, fresh "
-        f"network): {p['evaluate_s']:.1f} s ({1000 * p['evaluate_s'] / p['examples']:.0f} ms a user), "
-        f"{p['evaluate_mb']:,.0f} MB"
-    )
+    for reader in ("project", "columnar"):
+        _, _, out = child_peak(
+            [sys.executable, __file__, "--worker", "phases", package, reader, *overrides], project
+        )
+        p = json.loads(out.strip().splitlines()[-1])
+        print(
+            f"  {reader} reader (peak RSS after each): import {p['start_mb']:,.0f} MB | read ratings.csv "
+            f"{p['read_csv_s']:.1f} s, {p['read_csv_mb']:,.0f} MB | prepare {p['prepare_s']:.1f} s, "
+            f"{p['prepare_mb']:,.0f} MB | one evaluation ({p['examples']:,} of {p['eval_users']:,} users x "
+            f"{p['items']:,} items, fresh network) {p['evaluate_s']:.1f} s "
+            f"({1000 * p['evaluate_s'] / p['examples']:.0f} ms a user), {p['evaluate_mb']:,.0f} MB"
+        )
     print(
         f"  training rows made on demand: {p['train_rows']:,} (materialised as int32, int32, float32: "
         f"{p['train_rows'] * 12 / 2**20:,.0f} MB)"
@@ -234,11 +252,9 @@ def main() -> None:
     args = p.parse_args()
     if args.worker:
         kind, package, *rest = args.worker
-        return (
-            phases_worker(package, rest)
-            if kind == "phases"
-            else retrieval_worker(package, int(rest[0]), rest[1])
-        )
+        if kind == "phases":
+            return phases_worker(package, rest[0], rest[1:])
+        return retrieval_worker(package, int(rest[0]), rest[1])
     print(f"load average before: {os.getloadavg()[0]:.2f} (2-core machine; figures are noisy above 2)")
     root = Path(tempfile.gettempdir()) / "msscaffold-bench-eval"  # keeps the ratings.csv files between runs
     root.mkdir(exist_ok=True)

@@ -70,19 +70,33 @@ def top_k(queries: np.ndarray, keys: np.ndarray, k: int, chunk: int = 2048) -> n
     to the lower index: ``np.argsort(-(queries @ keys.T), axis=1, kind="stable")[:, :k]``, but
     over (chunk, chunk) blocks of scores with a running top-k, so memory stays O(chunk^2)."""
     k = min(k, len(keys))
+    first = max(chunk, k)  # the first block of keys fills every row's top k
     result = np.zeros((len(queries), k), np.int64)
     for q in range(0, len(queries), chunk):
-        best_scores = np.zeros((len(queries[q:q + chunk]), 0), np.float32)
-        best = np.zeros(best_scores.shape, np.int64)
-        for j in range(0, len(keys), chunk):
-            scores = queries[q:q + chunk] @ keys[j:j + chunk].T  # (chunk, chunk)
-            index = np.broadcast_to(np.arange(j, j + scores.shape[1]), scores.shape)
-            # The running best come first and hold lower indices, so a tie keeps the lower index.
-            scores, index = np.concatenate([best_scores, scores], 1), np.concatenate([best, index], 1)
-            keep = first_k_largest(scores, k)
-            best_scores, best = np.take_along_axis(scores, keep, 1), np.take_along_axis(index, keep, 1)
+        query = queries[q:q + chunk]
+        scores = query @ keys[:first].T  # (chunk, first)
+        best = first_k_largest(scores, k)
+        best_scores = np.take_along_axis(scores, best, 1)
+        for j in range(first, len(keys), chunk):
+            scores = query @ keys[j:j + chunk].T  # (chunk, chunk)
+            # Only a score above a row's k-th best enters its top k (a tie loses: its index is higher).
+            rows, cols = np.nonzero(scores > best_scores[:, -1:])
+            if len(rows):
+                best_scores, best = merge_top_k(best_scores, best, rows, scores[rows, cols], cols + j)
         result[q:q + chunk] = best
     return result
+
+
+def merge_top_k(best_scores: np.ndarray, best: np.ndarray, rows: np.ndarray, scores: np.ndarray,
+                index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's running top k (scores, indices) merged with new (row, score, index) entries."""
+    n, k = best.shape
+    all_rows, all_scores = np.r_[np.repeat(np.arange(n), k), rows], np.r_[best_scores.ravel(), scores]
+    all_index = np.r_[best.ravel(), index]
+    order = np.lexsort((all_index, -all_scores, all_rows))  # by row, then best first, then lower index
+    starts = np.searchsorted(all_rows[order], np.arange(n))  # every row has at least k entries
+    keep = order[(starts[:, None] + np.arange(k)).ravel()]
+    return all_scores[keep].reshape(n, k), all_index[keep].reshape(n, k)
 
 
 def first_k_largest(values: np.ndarray, k: int) -> np.ndarray:

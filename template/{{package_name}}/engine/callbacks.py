@@ -1,9 +1,9 @@
 """Callbacks: the trainer calls every hook in order; a hook may set ``trainer.should_stop``.
 
 Built in: progress (``console.py``), history, checkpoints (last + best), the eval budget
-note, early stopping, curve plot, and the metric loggers of ``output.loggers`` (``loggers.py``). Add your own in
-config (``train.callbacks: ["my_module:MyCallback"]``, constructed without arguments) or
-pass instances to ``engine.trainer.train``::
+note, early stopping, curve plot, and the metric loggers of ``output.loggers``
+(``loggers.py``). Add your own in config (``train.callbacks: ["my_module:MyCallback"]``,
+constructed without arguments) or pass instances to ``engine.trainer.train``::
 
     class StopAtLoss(Callback):
         def on_step_end(self, trainer, logs):
