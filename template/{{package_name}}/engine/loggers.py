@@ -25,6 +25,7 @@ import json
 import math
 import os
 import time
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def build_loggers(names: list[str], run_dir: Path) -> list[Callback]:
     return [kinds[name](run_dir) for name in dict.fromkeys(names)]
 
 
-class Logger(Callback):
+class Logger(Callback, ABC):
     """Calls ``write(kind, row)`` on rank 0 for every logged train row and every evaluation."""
 
     def __init__(self, run_dir: Path):
@@ -66,8 +67,9 @@ class Logger(Callback):
         if trainer.comm.is_main:
             self.write("eval", {"step": trainer.state.step, "epoch": trainer.state.epoch, **metrics})
 
+    @abstractmethod
     def write(self, kind: str, row: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Record one row (``kind`` is "train" or "eval"): each logger says where."""
 
 
 def scalars(row: dict[str, Any]) -> dict[str, float]:
