@@ -166,7 +166,21 @@ def bench_recommender(root: Path, args) -> None:
         "| one eval s (ms a user), MB | training rows made on demand"
     )
     for rows in args.rows:
-        folder = write_ratings(root / f"ratings-{rows}", rows, args.users, args.items)
+        folder = root / f"ratings-{rows}"
+        # Written by a child: a child inherits its parent's peak RSS (ru_maxrss) at fork.
+        subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                "ratings",
+                str(folder),
+                str(rows),
+                str(args.users),
+                str(args.items),
+            ],
+            check=True,
+        )
         overrides = [
             "data.source=files",
             f"data.path={folder}",
@@ -234,6 +248,9 @@ def main() -> None:
     args = p.parse_args()
     if args.worker:
         kind, package, *rest = args.worker
+        if kind == "ratings":
+            write_ratings(Path(package), *map(int, rest))
+            return None
         if kind == "phases":
             return phases_worker(package, rest)
         return retrieval_worker(package, int(rest[0]), rest[1])
