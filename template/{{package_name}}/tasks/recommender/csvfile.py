@@ -55,6 +55,8 @@ def _read(file: Path, header: list[str], wanted: dict[str, pa.DataType], use_thr
         return pacsv.read_csv(
             file,
             read_options=pacsv.ReadOptions(column_names=header, skip_rows=1, use_threads=use_threads),
+            # Blank lines are rows too (an error, as before): pyarrow's row numbers stay line numbers.
+            parse_options=pacsv.ParseOptions(ignore_empty_lines=False),
             convert_options=pacsv.ConvertOptions(column_types=wanted, include_columns=list(wanted),
                                                  null_values=[""], strings_can_be_null=False))
     except pa.ArrowInvalid as error:
@@ -70,7 +72,7 @@ def _describe(file: Path, header: list[str], message: str) -> str:
     fields = re.search(r"Expected (\d+) columns, got (\d+)", message)
     if fields:
         return f"{where}: {fields.group(2)} fields, the header has {fields.group(1)}"
-    cell = re.search(r"CSV column #(\d+).*conversion error to (\w+): invalid value '(.*)'", message)
+    cell = re.search(r"CSV column #(\d+).*conversion error to (\w+): invalid value '(.*)'", message, re.S)
     if cell:
         kind = "an integer" if cell.group(2).startswith("int") else "a number"
         return f"{where}: {header[int(cell.group(1))]} {cell.group(3)!r} is not {kind}"
