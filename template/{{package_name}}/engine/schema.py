@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
@@ -21,6 +21,17 @@ class Section(BaseModel):
     (``true`` is not an epoch count, ``1`` is not a boolean); floats must be finite."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True, allow_inf_nan=False)
+
+
+Workers = Annotated[int, Field(ge=1, le=64)] | Literal["auto"]
+
+
+class DataSection(Section):
+    """Base of a task's ``data`` section: what every task's data can be asked for."""
+
+    # Parallel workers that decode and transform streamed examples (mindspore.dataset map);
+    # auto = one per CPU core, at most 8. Data held in memory ignores it.
+    workers: Workers = "auto"
 
 
 class Runtime(Section):

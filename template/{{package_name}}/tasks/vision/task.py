@@ -5,12 +5,16 @@ from __future__ import annotations
 import numpy as np
 from mindspore import Tensor, nn, ops
 
-from ...engine import checkpoint
+from ...engine import checkpoint, pipeline
 from ...engine.arrays import budget, normalise, predict
 from ...engine.errors import CheckpointError, DataError
+from ...engine.image_files import ImageFiles
+from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
-from .data import load_data
+from .data import load_data, transform
 from .model import ClassificationLoss, Classifier, build_backbone
+
+EVAL_BATCH = 128  # images per evaluation batch of an image folder
 
 
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
@@ -49,12 +53,18 @@ def check_backbone_fits(meta: dict, cfg) -> None:
 
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
-    """Accuracy and loss over the eval images of the budget, normalised batch by batch."""
+    """Accuracy and loss over the eval images of the budget, prepared batch by batch: image
+    files stream through the eval transform (resize + centre crop) in ``data.workers`` workers."""
     if data.eval["label"].max() >= len(data.meta["classes"]):
         raise DataError(f"the eval data has {data.eval['label'].max() + 1} classes; "
                         f"the model knows {len(data.meta['classes'])}")
     rows = budget(len(data.eval["label"]), cfg.eval.max_examples, cfg.seed)
-    logits = predict(network, data.eval["image"], rows=rows, prepare=lambda batch: normalise(batch, data.meta))
+    if "file" in data.eval:
+        source = ImageFiles(data.eval["file"], {}, transform(data.meta))
+        batches = pipeline.batches(source, rows, 0, EVAL_BATCH, resolve_workers(cfg.data.workers), drop_remainder=False)
+        logits = np.concatenate([network(Tensor(images)).asnumpy() for (images,) in batches])
+    else:
+        logits = predict(network, data.eval["image"], rows=rows, prepare=lambda batch: normalise(batch, data.meta))
     labels = data.eval["label"][rows]
     loss = float(ops.cross_entropy(Tensor(logits), Tensor(labels)).asnumpy())
     return {"accuracy": float((logits.argmax(1) == labels).mean()), "loss": loss, "examples": len(rows)}
