@@ -24,6 +24,7 @@ from .images import open_image
 
 # What MindSpore's decoder reads (GIF and WebP are not among them: convert those first).
 STREAM_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp"}
+JPEG, PNG, BMP = b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"BM"  # how each format's files begin
 # Crop aspect ratios are drawn log-uniformly from this range (as torchvision's RandomResizedCrop).
 RATIOS = (3 / 4, 4 / 3)
 
@@ -109,15 +110,17 @@ def add_channel_axis(image: np.ndarray) -> np.ndarray:
 
 
 def read_bytes(file: str) -> np.ndarray:
-    """A file's bytes, refused when visibly cut short: a JPEG truncated inside its headers
-    crashes MindSpore's decoder (SIGFPE: the process dies with no message) instead of raising."""
+    """A file's bytes, refused here (cheaply, by its first and last bytes) when it is not an
+    image MindSpore decodes or is visibly cut short: a JPEG truncated inside its headers
+    crashes MindSpore's decoder (SIGFPE: the process dies without a message)."""
     try:
         data = np.fromfile(file, np.uint8)
     except OSError as exc:
         raise DataError(f"{file}: cannot read ({exc.strerror})") from None
     head, tail = data[:8].tobytes(), data[-1024:].tobytes()
-    if (head.startswith(b"\xff\xd8") and b"\xff\xd9" not in tail) or (
-            head.startswith(b"\x89PNG") and b"IEND" not in tail):
+    if not head.startswith((JPEG, PNG, BMP)):
+        raise DataError(f"{file}: not a readable image (not a JPEG, PNG or BMP file)")
+    if (head.startswith(JPEG) and b"\xff\xd9" not in tail) or (head.startswith(PNG) and b"IEND" not in tail):
         raise DataError(f"{file}: not a readable image (truncated)")
     return data
 
