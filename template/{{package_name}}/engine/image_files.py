@@ -11,11 +11,12 @@ crop: a resumed run and any number of workers see exactly the same crops.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
+from mindspore import Tensor
 from mindspore.dataset import vision
 
 from . import pipeline
@@ -40,6 +41,13 @@ class ImageTransform:
     augment: Literal["none", "crop", "crop_flip"] = "none"  # none: resize + centre crop (eval)
     min_crop: float = 0.25  # the smallest random crop, as a fraction of the image's area
     seed: int = 0
+
+    @classmethod
+    def of(cls, meta: dict, **augmentation) -> ImageTransform:
+        """The transform a task's ``meta`` describes (``image_size``, ``channels``, ``mean``,
+        ``std``: one number or one per channel); no augmentation unless given."""
+        return cls(meta["image_size"], meta["channels"], tuple(np.atleast_1d(meta["mean"]).tolist()),
+                   tuple(np.atleast_1d(meta["std"]).tolist()), **augmentation)
 
 
 class ImageFiles:
@@ -140,5 +148,12 @@ def statistics(files: Sequence[str], size: int, channels: Literal[1, 3], sample:
     return [round(float(m), 6) for m in mean], [round(float(s), 6) or 1.0 for s in std]
 
 
-def eval_transform(transform: ImageTransform) -> ImageTransform:
-    return replace(transform, augment="none")
+
+def predict_files(cell, files: Sequence[str], meta: dict, rows: np.ndarray, workers: int,
+                  batch_size: int = 128) -> np.ndarray:
+    """``cell`` applied to image files (``rows`` of them, in that order) prepared as ``meta``
+    says, without augmentation, streamed in batches; outputs concatenated (float32)."""
+    source = ImageFiles(files, {}, ImageTransform.of(meta))
+    outputs = [cell(Tensor(images)).asnumpy()
+               for (images,) in pipeline.batches(source, rows, 0, batch_size, workers, drop_remainder=False)]
+    return np.concatenate(outputs).astype(np.float32)

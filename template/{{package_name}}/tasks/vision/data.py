@@ -58,15 +58,9 @@ def _folder_data(root: Path, cfg) -> Data:
     meta = {"classes": classes, "image_size": d.image_size, "channels": d.channels, "mean": mean, "std": std}
     augment = "crop_flip" if d.augment == "auto" else d.augment
     train = ImageFiles(files[train_idx], {"label": labels[train_idx]},
-                       transform(meta, augment=augment, min_crop=d.min_crop, seed=cfg.seed))
+                       ImageTransform.of(meta, augment=augment, min_crop=d.min_crop, seed=cfg.seed))
     # Eval stays a listing: evaluate() streams it with the meta in force (see _array_data).
     return Data(train=train, eval={"file": files[eval_idx], "label": labels[eval_idx]}, meta=meta)
-
-
-def transform(meta: dict, **augmentation) -> ImageTransform:
-    """The image transform of ``meta`` (size, channels, statistics); no augmentation unless given."""
-    return ImageTransform(meta["image_size"], meta["channels"], tuple(np.atleast_1d(meta["mean"]).tolist()),
-                          tuple(np.atleast_1d(meta["std"]).tolist()), **augmentation)
 
 
 def check_classes(classes: list[str], cfg) -> None:

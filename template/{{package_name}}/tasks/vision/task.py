@@ -5,16 +5,14 @@ from __future__ import annotations
 import numpy as np
 from mindspore import Tensor, nn, ops
 
-from ...engine import checkpoint, pipeline
+from ...engine import checkpoint
 from ...engine.arrays import budget, normalise, predict
 from ...engine.errors import CheckpointError, DataError
-from ...engine.image_files import ImageFiles
+from ...engine.image_files import predict_files
 from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
-from .data import load_data, transform
+from .data import load_data
 from .model import ClassificationLoss, Classifier, build_backbone
-
-EVAL_BATCH = 128  # images per evaluation batch of an image folder
 
 
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
@@ -60,9 +58,7 @@ def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
                         f"the model knows {len(data.meta['classes'])}")
     rows = budget(len(data.eval["label"]), cfg.eval.max_examples, cfg.seed)
     if "file" in data.eval:
-        source = ImageFiles(data.eval["file"], {}, transform(data.meta))
-        batches = pipeline.batches(source, rows, 0, EVAL_BATCH, resolve_workers(cfg.data.workers), drop_remainder=False)
-        logits = np.concatenate([network(Tensor(images)).asnumpy() for (images,) in batches])
+        logits = predict_files(network, data.eval["file"], data.meta, rows, resolve_workers(cfg.data.workers))
     else:
         logits = predict(network, data.eval["image"], rows=rows, prepare=lambda batch: normalise(batch, data.meta))
     labels = data.eval["label"][rows]
