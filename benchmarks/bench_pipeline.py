@@ -81,7 +81,7 @@ def child(project: Path, *args: str) -> dict:
 # -- workers (run inside a generated project, one process per measurement) --------------------
 def load_project():
     sys.path.insert(0, ".")
-    package = next(p.parent.name for p in Path(".").glob("*/engine/trainer.py"))
+    package = next(p.parts[0] for p in Path(".").glob("*/engine/trainer.py"))
     import importlib
 
     return lambda module: importlib.import_module(f"{package}.{module}")
@@ -126,30 +126,47 @@ def main() -> None:
     p.add_argument("--baseline", default="main", help="git ref for the digits step-time comparison")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--parts", nargs="+", choices=["train", "pipeline", "steps"], default=["train", "pipeline", "steps"])
     args = p.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         ours, base = generate(root, "HEAD", "bench_pipe"), generate(root, args.baseline, "bench_base")
         folders = {n: write_folder(root, n) for n in args.sizes}
-        print("| | " + " | ".join(f"N = {n:,}" for n in args.sizes) + " | ratio |\n|---|---|---|---|")
-        runs = {n: train_run(ours, [f"data.path={folders[n]}", "data.image_size=128", "data.channels=3",
-                                    "train.max_steps=30", f"output.dir={root / 'runs'}"]) for n in args.sizes}
-        small, big = (runs[n] for n in args.sizes)
-        for key, label in (("rss_mb", "peak RSS of train.py, 30 steps (MB)"), ("first_step_s", "time to first step (s)"),
-                           ("wall_s", "wall, incl. final eval (s)")):
-            print(f"| {label} | {small[key]:.1f} | {big[key]:.1f} | {big[key] / small[key]:.2f} |")
-        speed = {w: max(child(ours, "pipeline", str(folders[args.sizes[0]]), str(w))["images_per_s"]
-                        for _ in range(args.repeats)) for w in (1, 2)}
-        print(f"\ninput pipeline alone (N = {args.sizes[0]:,}, 128x128 crops, batch 64): "
-              f"workers=1 {speed[1]:,.0f} images/s, workers=2 {speed[2]:,.0f} images/s, ratio {speed[2] / speed[1]:.2f}")
-        steps = {"ours": [], "base": []}
-        for _ in range(args.repeats):  # alternating, so load changes hit both alike
-            steps["base"].append(child(base, "step", str(args.steps))["ms_per_step"])
-            steps["ours"].append(child(ours, "step", str(args.steps))["ms_per_step"])
-        a, b = min(steps["base"]), min(steps["ours"])
-        print(f"default digits run, ms/step (median, best of {args.repeats}): {args.baseline} {a:.2f}, "
-              f"this tree {b:.2f}; speed ratio {a / b:.2f}")
+        if "train" in args.parts:
+            train_table(ours, folders, args.sizes, root)
+        if "pipeline" in args.parts:
+            pipeline_speed(ours, folders[args.sizes[0]], args.sizes[0], args.repeats)
+        if "steps" in args.parts:
+            step_time(ours, base, args)
+
+
+def train_table(ours: Path, folders: dict, sizes: list[int], root: Path) -> None:
+    """Peak RSS and time to first step of train.py, 30 steps, at each N, and their ratio."""
+    runs = {n: train_run(ours, [f"data.path={folders[n]}", "data.image_size=128", "data.channels=3",
+                                "train.max_steps=30", f"output.dir={root / 'runs'}"]) for n in sizes}
+    small, big = (runs[n] for n in sizes)
+    print("| | " + " | ".join(f"N = {n:,}" for n in sizes) + " | ratio |\n|---|---|---|---|")
+    for key, label in (("rss_mb", "peak RSS of train.py, 30 steps (MB)"), ("first_step_s", "time to first step (s)"),
+                       ("wall_s", "wall, incl. final eval (s)")):
+        print(f"| {label} | {small[key]:.1f} | {big[key]:.1f} | {big[key] / small[key]:.2f} |")
+
+
+def pipeline_speed(ours: Path, folder: Path, n: int, repeats: int) -> None:
+    speed = {w: max(child(ours, "pipeline", str(folder), str(w))["images_per_s"] for _ in range(repeats))
+             for w in (1, 2)}
+    print(f"\ninput pipeline alone (N = {n:,}, 128x128 crops, batch 64, best of {repeats}): workers=1 "
+          f"{speed[1]:,.0f} images/s, workers=2 {speed[2]:,.0f} images/s, ratio {speed[2] / speed[1]:.2f}")
+
+
+def step_time(ours: Path, base: Path, args) -> None:
+    steps = {"ours": [], "base": []}
+    for _ in range(args.repeats):  # alternating, so load changes hit both alike
+        steps["base"].append(child(base, "step", str(args.steps))["ms_per_step"])
+        steps["ours"].append(child(ours, "step", str(args.steps))["ms_per_step"])
+    a, b = min(steps["base"]), min(steps["ours"])
+    print(f"\ndefault digits run, ms/step (median, best of {args.repeats}): {args.baseline} {a:.2f}, "
+          f"this tree {b:.2f}; speed ratio {a / b:.2f}")
 
 
 if __name__ == "__main__":
