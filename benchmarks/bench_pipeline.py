@@ -106,8 +106,11 @@ def pipeline_worker(folder: str, workers: int) -> None:
 def step_worker(steps: int) -> None:
     """ms per optimizer step of the default config, fed by the trainer's own batch iterator."""
     mod = load_project()
-    cfg = mod("engine.config").load_config("config/config.yaml", ["output.plot=false", "output.dir=/tmp/bench-runs"])
+    cfg = mod("engine.config").load_config("config/config.yaml", [
+        "output.plot=false", f"output.dir={tempfile.mkdtemp()}", "train.log_every=1000"])
     trainer = mod("engine.trainer").Trainer(cfg, mod("tasks").get_task("vision"))
+    trainer.tick = time.perf_counter()  # as fit() does before the first step
+    trainer.watch.reset(0, 0)
     times, epoch = [], 0
     while len(times) < steps:
         batches = trainer.batches.epoch(epoch)
