@@ -109,7 +109,8 @@ def step_worker(steps: int) -> None:
     cfg = mod("engine.config").load_config("config/config.yaml", [
         "output.plot=false", f"output.dir={tempfile.mkdtemp()}", "train.log_every=1000"])
     trainer = mod("engine.trainer").Trainer(cfg, mod("tasks").get_task("vision"))
-    trainer.tick = time.perf_counter()  # as fit() does before the first step
+    trainer._hook("on_train_begin")  # as fit() does before the first step
+    trainer.tick = time.perf_counter()
     trainer.watch.reset(0, 0)
     times, epoch = [], 0
     while len(times) < steps:
