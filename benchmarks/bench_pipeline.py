@@ -7,7 +7,8 @@
 A synthetic ImageFolder of 160x160 RGB JPEGs (10 classes) is trained on with image_size 128,
 channels 3: peak RSS and time to first step of ``python train.py --set train.max_steps=30``
 per N (the streamed path: memory must not grow with N); images/s of the input pipeline alone
-(one epoch of ``Batches``, batch 64, augmentation on) with ``data.workers=2`` vs ``1``; and
+(one epoch of ``Batches``, batch 64, with and without augmentation, and MindSpore's own
+``ImageFolderDataset`` with the same C++ ops as a ceiling) with ``data.workers=2`` vs ``1``; and
 the default digits run's ms/step (data included: the real batch iterator feeds the steps)
 against ``--baseline`` (a git ref of this repository rendered the same way), alternating.
 Run it on a quiet machine: the load average is printed first.
@@ -87,15 +88,27 @@ def load_project():
     return lambda module: importlib.import_module(f"{package}.{module}")
 
 
-def pipeline_worker(folder: str, workers: int) -> None:
-    """Images/s of one epoch of training batches (decode, crop, flip, resize, normalise), no model."""
+def pipeline_worker(folder: str, workers: int, augment: str) -> None:
+    """Images/s of one epoch of training batches (decode, [crop, flip,] resize, normalise), no
+    model. ``augment=native``: MindSpore's own ImageFolderDataset with the same C++ ops as our
+    unaugmented path (resize the shorter side, centre crop, normalise), the ceiling to compare with."""
     mod = load_project()
     cfg = mod("engine.config").load_config("config/config.yaml", [
-        f"data.path={folder}", "data.image_size=128", "data.channels=3", f"data.workers={workers}"])
+        f"data.path={folder}", "data.image_size=128", "data.channels=3", f"data.workers={workers}",
+        f"data.augment={'none' if augment == 'native' else augment}", "data.mean=[0.5]", "data.std=[0.25]"])
     mod("engine.runtime").setup(cfg)
-    data = mod("tasks.vision.data").load_data(cfg)
-    batches = mod("engine.data").Batches(data.train, 64, cfg.seed, workers=workers)
-    iterator = batches.epoch(0)
+    if augment == "native":
+        import mindspore.dataset as ds
+        from mindspore.dataset import vision
+
+        ops = [vision.Decode(), vision.Resize(128), vision.CenterCrop(128),
+               vision.Normalize([127.5] * 3, [63.75] * 3), vision.HWC2CHW()]
+        dataset = ds.ImageFolderDataset(folder, num_parallel_workers=workers, shuffle=True)
+        iterator = iter(dataset.map(ops, ["image"], num_parallel_workers=workers).batch(64, drop_remainder=True)
+                        .create_tuple_iterator(output_numpy=True, num_epochs=1))
+    else:
+        data = mod("tasks.vision.data").load_data(cfg)
+        iterator = mod("engine.data").Batches(data.train, 64, cfg.seed, workers=workers).epoch(0)
     next(iterator)  # the pipeline's start-up is not throughput
     start, n = time.perf_counter(), 0
     for images, _ in iterator:
@@ -157,10 +170,13 @@ def train_table(ours: Path, folders: dict, sizes: list[int], root: Path) -> None
 
 
 def pipeline_speed(ours: Path, folder: Path, n: int, repeats: int) -> None:
-    speed = {w: max(child(ours, "pipeline", str(folder), str(w))["images_per_s"] for _ in range(repeats))
-             for w in (1, 2)}
-    print(f"\ninput pipeline alone (N = {n:,}, 128x128 crops, batch 64, best of {repeats}): workers=1 "
-          f"{speed[1]:,.0f} images/s, workers=2 {speed[2]:,.0f} images/s, ratio {speed[2] / speed[1]:.2f}")
+    print(f"\ninput pipeline alone, images/s (N = {n:,}, 128x128, batch 64, best of {repeats}):\n"
+          "| pipeline | workers=1 | workers=2 | ratio |\n|---|---|---|---|")
+    for augment, label in (("crop_flip", "ours, crop + flip (train default)"), ("none", "ours, no augmentation"),
+                           ("native", "ImageFolderDataset, same ops")):
+        speed = {w: max(child(ours, "pipeline", str(folder), str(w), augment)["images_per_s"] for _ in range(repeats))
+                 for w in (1, 2)}
+        print(f"| {label} | {speed[1]:,.0f} | {speed[2]:,.0f} | {speed[2] / speed[1]:.2f} |")
 
 
 def step_time(ours: Path, base: Path, args) -> None:
@@ -176,6 +192,6 @@ def step_time(ours: Path, base: Path, args) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
         kind, *rest = sys.argv[2:]
-        pipeline_worker(rest[0], int(rest[1])) if kind == "pipeline" else step_worker(int(rest[0]))
+        pipeline_worker(rest[0], int(rest[1]), rest[2]) if kind == "pipeline" else step_worker(int(rest[0]))
     else:
         main()
