@@ -2,7 +2,9 @@
 
 The order of epoch ``e`` depends only on (seed, e), and a source gives the same row for the
 same index every time, so a resumed run can jump to any (epoch, batch) position and see
-exactly the batches an uninterrupted run would.
+exactly the batches an uninterrupted run would. Arrays in memory and ``TrainSource`` rows
+are taken directly (fastest for small data); an ``ExampleSource`` streams the same indices,
+in the same order, through ``mindspore.dataset`` workers (``engine/pipeline.py``).
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from collections.abc import Iterator
 import numpy as np
 from mindspore import Tensor
 
+from . import pipeline
 from .errors import DataError
-from .task import Comm, TrainSource
+from .task import Comm, ExampleSource, TrainSource
 
 
 class Columns:
@@ -33,9 +36,10 @@ class Columns:
 
 
 class Batches:
-    def __init__(self, train: dict[str, np.ndarray] | TrainSource, batch_size: int, seed: int,
-                 comm: Comm | None = None):
+    def __init__(self, train: dict[str, np.ndarray] | TrainSource | ExampleSource, batch_size: int, seed: int,
+                 comm: Comm | None = None, workers: int = 1):
         self.source = Columns(train) if isinstance(train, dict) else train
+        self.workers = workers  # parallel transform workers of a streamed source
         self.batch_size = batch_size
         self.seed = seed
         self.comm = comm = comm or Comm()
@@ -56,6 +60,11 @@ class Batches:
         # Strided shard (as MindSpore's samplers): batch i of every rank together is exactly
         # batch i of a single process with batch_size * world_size.
         mine = order[self.comm.rank::self.comm.size][:self.per_rank]
+        if pipeline.is_streamed(self.source):
+            b = self.batch_size
+            for batch in pipeline.batches(self.source, mine[start * b:len(self) * b], epoch, b, self.workers):
+                yield tuple(Tensor(column) for column in batch)
+            return
         # A source that makes rows on demand may ask for several batches per take() (its
         # ``block_rows``), paying its per-call cost once per block: the rows are the same.
         b, ahead = self.batch_size, max(1, getattr(self.source, "block_rows", 0) // self.batch_size)

@@ -23,6 +23,21 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True, allow_inf_nan=False)
 
 
+class DataSection(Section):
+    """Base of a task's ``data`` section: what every task's data can be asked for."""
+
+    # Parallel workers that decode and transform streamed examples (mindspore.dataset map);
+    # auto = one per CPU core, at most 8. Data held in memory ignores it.
+    workers: int | Literal["auto"] = "auto"
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _workers(cls, value: Any) -> Any:
+        if value != "auto" and (type(value) is not int or not 1 <= value <= 64):
+            raise ValueError(f"must be auto or a whole number from 1 to 64, not {value!r}")
+        return value
+
+
 class Runtime(Section):
     device: Literal["auto", "CPU", "GPU", "Ascend"] = "auto"
     # oneDNN's instruction-set cap (env ONEDNN_MAX_CPU_ISA), set before the first op.

@@ -6,11 +6,18 @@ training starts. The engine never branches on the task's name.
 
 What the engine relies on:
 - ``load_data(cfg)`` returns all of the data; the engine shards ``Data.train`` by rank.
-- ``Data.train`` is ready to batch (normalised, tokenised...): a dict of equal-length arrays,
-  or a ``TrainSource`` that makes rows on demand (e.g. sampled negatives, see
-  ``tasks/recommender/sampling.py``), for data too big to materialise. ``Data.eval`` stays raw:
-  ``evaluate`` prepares it with ``data.meta``, which is the training run's own meta when
-  ``eval.py`` scores a checkpoint on other data (so no statistic of the new data leaks in).
+- ``Data.train`` is one of three kinds, all batched, shuffled, sharded and resumed alike
+  (``engine/data.py``):
+  - a dict of equal-length arrays, ready to batch (normalised, tokenised...): small data;
+  - a ``TrainSource`` that makes rows on demand in NumPy (e.g. sampled negatives, see
+    ``tasks/recommender/sampling.py``), for rows too many to materialise;
+  - an ``ExampleSource`` that reads one example at a time (e.g. an image file's bytes and its
+    label) and names the transforms (decode, augment, resize, normalise) that
+    ``mindspore.dataset`` runs in ``data.workers`` parallel workers (``engine/pipeline.py``):
+    data bigger than memory, decoded as it is read, never up front.
+  ``Data.eval`` stays raw: ``evaluate`` prepares it with ``data.meta``, which is the training
+  run's own meta when ``eval.py`` scores a checkpoint on other data (so no statistic of the
+  new data leaks in).
 - ``data.meta`` is JSON-serialisable and is everything ``build_model``, ``evaluate`` and
   ``exports`` need besides the config: it is saved in every checkpoint.
 - ``evaluate`` scores at most ``cfg.eval.max_examples`` eval examples: the subset
@@ -68,6 +75,28 @@ class TrainSource(Protocol):
     def take(self, indices: np.ndarray) -> tuple[np.ndarray, ...]: ...
 
 
+class ExampleSource(Protocol):
+    """Examples read one at a time and transformed by ``mindspore.dataset``.
+
+    ``read(index, epoch)`` returns one array per name in ``columns`` and must be cheap (file
+    bytes, a label, a few numbers): decoding belongs in ``operations()``, a list of
+    ``(ops, input_columns, output_columns)`` applied in order in parallel workers (prefer
+    ``mindspore.dataset.vision`` C++ ops: Python ops hold the GIL). After them, ``outputs``
+    name the columns a batch holds, in the order ``Model.loss`` receives them. Randomness
+    (augmentation) must come from (seed, epoch, index), drawn in ``read`` and passed as a
+    column, so a resumed run and any number of workers see the same examples.
+    ``check(index)`` raises ``DataError`` naming the example if it cannot be read: the engine
+    calls it to say which one stopped the pipeline."""
+
+    columns: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    def __len__(self) -> int: ...
+    def read(self, index: int, epoch: int) -> tuple[np.ndarray, ...]: ...
+    def operations(self) -> list[tuple[list, list[str], list[str]]]: ...
+    def check(self, index: int) -> None: ...
+
+
 @dataclass
 class Data:
     """Arrays for training and evaluation. Columns (a dict, or a ``TrainSource``'s ``take``)
@@ -75,7 +104,7 @@ class Data:
     JSON-serialisable (vocabulary, class names, id maps...) and is saved in every checkpoint
     so inference can rebuild it."""
 
-    train: dict[str, np.ndarray] | TrainSource
+    train: dict[str, np.ndarray] | TrainSource | ExampleSource
     eval: Any  # raw held-out examples, prepared by ``Task.evaluate`` with ``meta``
     meta: dict[str, Any] = field(default_factory=dict)
 

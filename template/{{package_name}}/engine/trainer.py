@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..tasks import get_task
-from . import checkpoint, distributed, manifest, runtime
+from . import checkpoint, distributed, manifest, pipeline, runtime
 from .callbacks import Callback, build_callbacks
 from .console import Console
 from .data import Batches
@@ -60,7 +60,8 @@ class Trainer:
         self.console = Console(self.comm.is_main)  # stdout + the run folder's train.log
         check_distributed(cfg, caps, self.comm)
         self.data = task.load_data(cfg)
-        self.batches = Batches(self.data.train, cfg.train.batch_size, cfg.seed, self.comm)
+        self.batches = Batches(self.data.train, cfg.train.batch_size, cfg.seed, self.comm,
+                               workers=pipeline.resolve_workers(getattr(cfg.data, "workers", 1)))
         self.steps_per_epoch = steps_per_epoch(len(self.batches), cfg.train.grad_accum_steps)
         self.total_steps = cfg.train.max_steps or cfg.train.epochs * self.steps_per_epoch
 

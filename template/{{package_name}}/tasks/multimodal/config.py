@@ -6,19 +6,19 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt
 
-from ...engine.schema import Config, Section
+from ...engine.schema import Config, DataSection, Section
 
 NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 
 
-class DataConfig(Section):
+class DataConfig(DataSection):
     path: str = "data/digits.npz"  # .npz (images, labels) or a folder of images with metadata.jsonl
     image_size: int = Field(8, gt=0)  # images are resized to image_size x image_size
     channels: Literal[1, 3] = 1  # 1: grayscale, 3: RGB
     eval_fraction: float = Field(0.2, gt=0, lt=1)  # held out for evaluation (stratified when labelled)
     prompt: str = "a handwritten digit {}"  # caption of class {} (.npz) and zero-shot prompt
     class_names: list[str] = NUMBER_WORDS  # .npz: the name of label i in captions and prompts
-    attributes: bool = False  # labelled data: add stroke thickness, slant and width measured from each image
+    attributes: bool = False  # labelled .npz: add stroke thickness, slant and width measured from each image
     max_tokens: int = Field(16, gt=0)  # captions are cut to this many words
 
 

@@ -20,50 +20,77 @@ import numpy as np
 
 from ...engine.arrays import normalise, stratified_split
 from ...engine.errors import DataError
-from ...engine.images import open_image, read_npz, to_array
+from ...engine.image_files import ImageFiles, ImageTransform, statistics
+from ...engine.images import read_npz
+from ...engine.pipeline import resolve_workers
 from ...engine.task import Data
 from .config import DataConfig
 
 PAD, UNK = "<pad>", "<unk>"  # token ids 0 and 1
 # Attribute words for the low and high third of each measurement (per class); the middle third says nothing.
+STATS_SAMPLE = 500  # a folder's normalisation is measured on at most this many training images (seeded)
 ATTRIBUTES = {"ink": ("thin", "thick"), "slant": ("leaning left", "leaning right"), "width": ("narrow", "wide")}
 
 
 def load_data(cfg) -> Data:
-    images, texts, labels, classes = read_pairs(cfg.data)
+    path = Path(cfg.data.path)
+    if path.is_dir():
+        return _folder_data(path, cfg)
+    if path.suffix == ".npz" and path.is_file():
+        return _array_data(path, cfg)
+    raise DataError(f"data.path={cfg.data.path!r}: expected an .npz file or a folder with metadata.jsonl")
+
+
+def _array_data(path: Path, cfg) -> Data:
+    """An .npz: small, decoded once and batched from memory."""
+    images, texts, labels, classes = _read_npz(path, cfg.data)
     train_idx, eval_idx = stratified_split(labels, len(images), cfg.data.eval_fraction, cfg.seed)
     meta = {"image_size": cfg.data.image_size, "channels": cfg.data.channels,
             "mean": float(images[train_idx].mean()), "std": float(images[train_idx].std()) or 1.0,
             "classes": classes, "prompt": cfg.data.prompt, "max_tokens": cfg.data.max_tokens}
     if cfg.data.attributes:
-        if labels is None:
-            raise DataError(f"data.attributes=true needs labelled data (an .npz, or a 'label' on every line of "
-                            f"{cfg.data.path}/metadata.jsonl): attributes are measured relative to each class")
         cuts = attribute_cuts(images[train_idx], labels[train_idx], len(classes))
         texts = [describe(text, image, label, cuts) for text, image, label in zip(texts, images, labels)]
+    train_texts = _vocabulary(meta, texts, train_idx)
+    train = {"image": normalise(images[train_idx], meta),
+             "tokens": tokenize(train_texts, meta["vocab"], cfg.data.max_tokens)}
+    # Eval keeps raw images and texts: evaluate() prepares them with the checkpoint's own meta.
+    return Data(train=train, eval=_held_out(images, texts, labels, classes, eval_idx), meta=meta)
+
+
+def _folder_data(root: Path, cfg) -> Data:
+    """A metadata.jsonl folder: listed here, its images streamed through mindspore.dataset
+    workers (``engine/image_files.py``); only the captions, which are small, are tokenised now."""
+    files, texts, labels, classes = read_listing(root)
+    if cfg.data.attributes:
+        raise DataError(f"data.attributes=true measures every image's pixels up front: it applies to an .npz, "
+                        f"not to the streamed folder {root}")
+    train_idx, eval_idx = stratified_split(labels, len(files), cfg.data.eval_fraction, cfg.seed)
+    d = cfg.data
+    mean, std = statistics(files[train_idx], d.image_size, d.channels, STATS_SAMPLE, cfg.seed,
+                           resolve_workers(d.workers))
+    meta = {"image_size": d.image_size, "channels": d.channels, "mean": mean, "std": std,
+            "classes": classes, "prompt": d.prompt, "max_tokens": d.max_tokens}
+    train_texts = _vocabulary(meta, texts, train_idx)
+    tokens = tokenize(train_texts, meta["vocab"], d.max_tokens)
+    train = ImageFiles(files[train_idx], {"tokens": tokens}, ImageTransform.of(meta))
+    return Data(train=train, eval=_held_out(files, texts, labels, classes, eval_idx, key="file"), meta=meta)
+
+
+def _vocabulary(meta: dict, texts: list[str], train_idx: np.ndarray) -> list[str]:
+    """The training captions; their words and distinct captions go into ``meta``."""
     train_texts = [texts[i] for i in train_idx]
     meta["vocab"] = build_vocab(train_texts)
     meta["captions"] = sorted(set(train_texts))  # the known captions retrieve.py ranks for an image
-    x = normalise(images, meta)
-    train = {"image": x[train_idx], "tokens": tokenize(train_texts, meta["vocab"], cfg.data.max_tokens)}
-    # Eval keeps raw images and texts: evaluate() prepares them with the checkpoint's own meta.
-    eval_ = {"image": images[eval_idx], "text": [texts[i] for i in eval_idx],
-             "label": None if labels is None else [classes[labels[i]] for i in eval_idx]}
-    return Data(train=train, eval=eval_, meta=meta)
+    return train_texts
+
+
+def _held_out(images, texts, labels, classes, eval_idx, key="image") -> dict:
+    return {key: images[eval_idx], "text": [texts[i] for i in eval_idx],
+            "label": None if labels is None else [classes[labels[i]] for i in eval_idx]}
 
 
 # -- reading ------------------------------------------------------------------------------
-def read_pairs(cfg: DataConfig) -> tuple[np.ndarray, list[str], np.ndarray | None, list[str] | None]:
-    """Images as float32 (N, C, H, W) in [0, 1], their captions, int32 labels and class names
-    (both None when the data has no labels)."""
-    path = Path(cfg.path)
-    if path.is_dir():
-        return _read_folder(path, cfg)
-    if path.suffix == ".npz" and path.is_file():
-        return _read_npz(path, cfg)
-    raise DataError(f"data.path={cfg.path!r}: expected an .npz file or a folder with metadata.jsonl")
-
-
 def _read_npz(path: Path, cfg: DataConfig):
     array, labels = read_npz(path, cfg.image_size, cfg.channels)
     if labels.min() < 0 or labels.max() >= len(cfg.class_names):
@@ -74,12 +101,14 @@ def _read_npz(path: Path, cfg: DataConfig):
     return array, texts, labels, classes
 
 
-def _read_folder(root: Path, cfg: DataConfig):
+def read_listing(root: Path) -> tuple[np.ndarray, list[str], np.ndarray | None, list[str] | None]:
+    """metadata.jsonl of ``root``: image paths, captions, int32 labels and class names (both
+    None without labels). Files are checked to exist, not read."""
     listing = root / "metadata.jsonl"
     if not listing.is_file():
         raise DataError(f"data.path={str(root)!r}: no metadata.jsonl in this folder "
                         '(one line per image: {"file_name": ..., "text": ...})')
-    images, texts, names = [], [], []
+    files, texts, names = [], [], []
     for number, line in enumerate(listing.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
@@ -98,19 +127,19 @@ def _read_folder(root: Path, cfg: DataConfig):
         file = root / record["file_name"]
         if not file.is_file():
             raise DataError(f"{where}: image {record['file_name']!r} not found in {root}")
-        images.append(to_array(open_image(file), cfg.image_size, cfg.channels))
+        files.append(str(file))
         texts.append(record["text"].strip())
         names.append(record.get("label"))
-    if not images:
+    if not files:
         raise DataError(f"{listing} lists no images")
     if all(name is None for name in names):
-        return np.stack(images), texts, None, None
+        return np.asarray(files), texts, None, None
     if any(name is None for name in names):
         missing = names.index(None) + 1
         raise DataError(f"{listing}: entry {missing} has no 'label' while others do (give all or none)")
     classes = sorted({str(name) for name in names})
     labels = np.asarray([classes.index(str(name)) for name in names], np.int32)
-    return np.stack(images), texts, labels, classes
+    return np.asarray(files), texts, labels, classes
 
 
 # -- captions -----------------------------------------------------------------------------

@@ -6,6 +6,8 @@ import numpy as np
 from mindspore import Tensor, nn
 
 from ...engine.arrays import budget
+from ...engine.image_files import predict_files
+from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from .data import caption, load_data
 from .model import ContrastiveLoss, build_network
@@ -23,7 +25,10 @@ def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
     meta, held = data.meta, data.eval
     rows = budget(len(held["text"]), cfg.eval.max_examples, cfg.seed)
     texts = [held["text"][i] for i in rows]
-    image_emb = embed_images(network, held["image"], meta, rows)
+    if "file" in held:  # a folder: its images stream through the eval transform
+        image_emb = predict_files(network.image_encoder, held["file"], meta, rows, resolve_workers(cfg.data.workers))
+    else:
+        image_emb = embed_images(network, held["image"], meta, rows)
     metrics = retrieval_metrics(image_emb, embed_texts(network, texts, meta), texts)
     if meta.get("classes") and held["label"] is not None:
         prompts = [caption(meta["prompt"], name) for name in meta["classes"]]

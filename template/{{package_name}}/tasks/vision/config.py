@@ -4,16 +4,35 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, PositiveFloat, model_validator
 
-from ...engine.schema import Config, Section
+from ...engine.schema import Config, DataSection, Section
 
 
-class DataConfig(Section):
+class DataConfig(DataSection):
     path: str = "data/digits.npz"  # .npz (images, labels) or an ImageFolder directory
     image_size: int = Field(8, gt=0)  # images are resized to image_size x image_size
     channels: Literal[1, 3] = 1  # 1: grayscale, 3: RGB
     eval_fraction: float = Field(0.2, gt=0, lt=1)  # held out for evaluation (stratified)
+    # Train-time augmentation of an image folder (an .npz is never augmented): a random resized
+    # crop (+ horizontal flip). auto = crop_flip; use crop where a flip changes the class (digits, text).
+    augment: Literal["auto", "none", "crop", "crop_flip"] = "auto"
+    min_crop: float = Field(0.25, gt=0, le=1)  # smallest random crop, as a fraction of the image area
+    # Normalisation: null = measured on at most stats_sample training images (seeded); or one value
+    # or one per channel in [0, 1] units, e.g. ImageNet's [0.485, 0.456, 0.406] / [0.229, 0.224, 0.225].
+    mean: list[float] | None = None
+    std: list[PositiveFloat] | None = None
+    stats_sample: int = Field(500, gt=0)
+
+    @model_validator(mode="after")
+    def _one_value_or_one_per_channel(self):
+        if (self.mean is None) != (self.std is None):
+            raise ValueError("data.mean and data.std go together: give both or neither")
+        for key in ("mean", "std"):
+            values = getattr(self, key)
+            if values is not None and len(values) not in (1, self.channels):
+                raise ValueError(f"data.{key} needs 1 or data.channels={self.channels} values, not {len(values)}")
+        return self
 
 
 class ModelConfig(Section):

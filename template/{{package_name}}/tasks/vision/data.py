@@ -1,26 +1,45 @@
-"""Load images + labels from an .npz file or an ImageFolder directory; split and normalise."""
+"""Vision data: an ImageFolder listed and streamed, or an .npz held in memory; split and normalised.
+
+An ImageFolder is only listed here (paths + labels): files are decoded, augmented, resized
+and normalised batch by batch in ``mindspore.dataset`` workers (``engine/image_files.py``),
+so memory does not grow with the number of images. An ``.npz`` (e.g. the embedded digits) is
+small: it is decoded once and batched from memory, the fastest path for small data.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from ...engine import checkpoint
 from ...engine.arrays import normalise, stratified_split
-from ...engine.errors import DataError
-from ...engine.images import IMAGE_SUFFIXES, open_image, read_npz, to_array
+from ...engine.errors import ConfigError, DataError
+from ...engine.image_files import STREAM_SUFFIXES, ImageFiles, ImageTransform, statistics
+from ...engine.images import IMAGE_SUFFIXES, read_npz
+from ...engine.pipeline import resolve_workers
 from ...engine.task import Data
-from .config import DataConfig
 
 
 def load_data(cfg) -> Data:
-    images, labels, classes = read_images(cfg.data)
-    if len(classes) < 2:
-        raise DataError(f"data.path={cfg.data.path!r} has {len(classes)} class ({', '.join(classes)}): "
-                        "a classifier needs at least two")
+    path = Path(cfg.data.path)
+    if path.is_dir():
+        return _folder_data(path, cfg)
+    if path.suffix == ".npz" and path.is_file():
+        return _array_data(path, cfg)
+    raise DataError(f"data.path={cfg.data.path!r}: expected an .npz file or an image folder")
+
+
+def _array_data(path: Path, cfg) -> Data:
+    if cfg.data.augment in ("crop", "crop_flip"):
+        raise ConfigError(f"data.augment={cfg.data.augment}: augmentation applies to image folders, "
+                          f"not to an .npz ({path}); set data.augment=auto")
+    images, labels = read_npz(path, cfg.data.image_size, cfg.data.channels)
+    classes = [str(c) for c in range(int(labels.max()) + 1)]
+    check_classes(classes, cfg)
     train_idx, eval_idx = stratified_split(labels, len(labels), cfg.data.eval_fraction, cfg.seed)
-    mean, std = normalisation(cfg, images[train_idx])
+    mean, std = normalisation(cfg, lambda: (float(images[train_idx].mean()), float(images[train_idx].std()) or 1.0))
     meta = {"classes": classes, "image_size": cfg.data.image_size, "channels": cfg.data.channels,
             "mean": mean, "std": std}
     # Eval images stay raw: evaluate() normalises them with the meta in force, which is the
@@ -29,42 +48,54 @@ def load_data(cfg) -> Data:
                 eval={"image": images[eval_idx], "label": labels[eval_idx]}, meta=meta)
 
 
-def normalisation(cfg, train_images: np.ndarray) -> tuple:
+def _folder_data(root: Path, cfg) -> Data:
+    files, labels, classes = list_folder(root)
+    check_classes(classes, cfg)
+    train_idx, eval_idx = stratified_split(labels, len(labels), cfg.data.eval_fraction, cfg.seed)
+    d = cfg.data
+    mean, std = normalisation(cfg, lambda: statistics(files[train_idx], d.image_size, d.channels, d.stats_sample,
+                                                      cfg.seed, resolve_workers(d.workers)))
+    meta = {"classes": classes, "image_size": d.image_size, "channels": d.channels, "mean": mean, "std": std}
+    augment = "crop_flip" if d.augment == "auto" else d.augment
+    train = ImageFiles(files[train_idx], {"label": labels[train_idx]},
+                       ImageTransform.of(meta, augment=augment, min_crop=d.min_crop, seed=cfg.seed))
+    # Eval stays a listing: evaluate() streams it with the meta in force (see _array_data).
+    return Data(train=train, eval={"file": files[eval_idx], "label": labels[eval_idx]}, meta=meta)
+
+
+def check_classes(classes: list[str], cfg) -> None:
+    if len(classes) < 2:
+        raise DataError(f"data.path={cfg.data.path!r} has {len(classes)} class ({', '.join(classes)}): "
+                        "a classifier needs at least two")
+
+
+def normalisation(cfg, measure: Callable[[], tuple]) -> tuple:
     """Mean and std to standardise with: a pretrained backbone's own (e.g. ImageNet's per-channel
-    values for imported weights), so it sees inputs as it was trained on; else this data's."""
+    values for imported weights), so it sees inputs as it was trained on; else ``data.mean`` and
+    ``data.std`` when given; else ``measure()`` of this data's training images."""
     if cfg.model.pretrained:
         _, pretrained = checkpoint.read(cfg.model.pretrained)
         return pretrained["task_meta"]["mean"], pretrained["task_meta"]["std"]
-    return float(train_images.mean()), float(train_images.std()) or 1.0
+    if cfg.data.mean is not None and cfg.data.std is not None:
+        return cfg.data.mean, cfg.data.std
+    return measure()
 
 
-def read_images(cfg: DataConfig) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Return images as float32 (N, C, H, W) in [0, 1], int32 labels and class names."""
-    path = Path(cfg.path)
-    if path.is_dir():
-        images, labels, classes = _read_folder(path, cfg)
-    elif path.suffix == ".npz" and path.is_file():
-        images, labels, classes = _read_npz(path, cfg)
-    else:
-        raise DataError(f"data.path={cfg.path!r}: expected an .npz file or an image folder")
-    if len(images) == 0:
-        raise DataError(f"data.path={cfg.path!r} holds no images")
-    return images, labels, classes
-
-
-def _read_folder(root: Path, cfg: DataConfig):
+def list_folder(root: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Image paths (sorted per class), int32 labels and class names (the sub-folder names, sorted)."""
     classes = sorted(d.name for d in root.iterdir() if d.is_dir())
     if not classes:
         raise DataError(f"{root}: an image folder needs one sub-folder per class")
-    images, labels = [], []
+    files, labels = [], []
     for label, name in enumerate(classes):
         for file in sorted((root / name).iterdir()):
-            if file.suffix.lower() in IMAGE_SUFFIXES:
-                images.append(to_array(open_image(file), cfg.image_size, cfg.channels))
+            suffix = file.suffix.lower()
+            if suffix in IMAGE_SUFFIXES - STREAM_SUFFIXES:
+                raise DataError(f"{file}: {suffix} images are not read here; convert them to PNG or JPEG")
+            if suffix in STREAM_SUFFIXES:
+                files.append(str(file))
                 labels.append(label)
-    return np.stack(images) if images else np.zeros((0,)), np.asarray(labels, np.int32), classes
+    if not files:
+        raise DataError(f"data.path={str(root)!r} holds no images ({', '.join(sorted(STREAM_SUFFIXES))})")
+    return np.asarray(files), np.asarray(labels, np.int32), classes
 
-
-def _read_npz(path: Path, cfg: DataConfig):
-    images, labels = read_npz(path, cfg.image_size, cfg.channels)
-    return images, labels, [str(c) for c in range(int(labels.max()) + 1)]

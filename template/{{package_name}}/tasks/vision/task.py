@@ -8,6 +8,8 @@ from mindspore import Tensor, nn, ops
 from ...engine import checkpoint
 from ...engine.arrays import budget, normalise, predict
 from ...engine.errors import CheckpointError, DataError
+from ...engine.image_files import predict_files
+from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from .data import load_data
 from .model import ClassificationLoss, Classifier, build_backbone
@@ -49,12 +51,16 @@ def check_backbone_fits(meta: dict, cfg) -> None:
 
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
-    """Accuracy and loss over the eval images of the budget, normalised batch by batch."""
+    """Accuracy and loss over the eval images of the budget, prepared batch by batch: image
+    files stream through the eval transform (resize + centre crop) in ``data.workers`` workers."""
     if data.eval["label"].max() >= len(data.meta["classes"]):
         raise DataError(f"the eval data has {data.eval['label'].max() + 1} classes; "
                         f"the model knows {len(data.meta['classes'])}")
     rows = budget(len(data.eval["label"]), cfg.eval.max_examples, cfg.seed)
-    logits = predict(network, data.eval["image"], rows=rows, prepare=lambda batch: normalise(batch, data.meta))
+    if "file" in data.eval:
+        logits = predict_files(network, data.eval["file"], data.meta, rows, resolve_workers(cfg.data.workers))
+    else:
+        logits = predict(network, data.eval["image"], rows=rows, prepare=lambda batch: normalise(batch, data.meta))
     labels = data.eval["label"][rows]
     loss = float(ops.cross_entropy(Tensor(logits), Tensor(labels)).asnumpy())
     return {"accuracy": float((logits.argmax(1) == labels).mean()), "loss": loss, "examples": len(rows)}

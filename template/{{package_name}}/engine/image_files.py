@@ -1,0 +1,159 @@
+"""Image files streamed through ``mindspore.dataset``: listed up front, decoded in the workers.
+
+``ImageFiles`` is an ``ExampleSource`` (``engine/task.py``): ``read`` returns a file's bytes
+(and the numbers of its random crop); MindSpore's C++ vision ops decode, crop, resize and
+normalise them in ``data.workers`` parallel workers, so memory holds a few batches, not the
+data set. Train-time augmentation (random resized crop, optionally a horizontal flip) draws
+its parameters from (seed, epoch, index) in ``read`` and applies them with a deterministic
+crop: a resumed run and any number of workers see exactly the same crops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from mindspore import Tensor
+from mindspore.dataset import vision
+
+from . import pipeline
+from .errors import DataError
+from .images import open_image
+
+# What MindSpore's decoder reads (GIF and WebP are not among them: convert those first).
+STREAM_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp"}
+JPEG, PNG, BMP = b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"BM"  # how each format's files begin
+# Crop aspect ratios are drawn log-uniformly from this range (as torchvision's RandomResizedCrop).
+RATIOS = (3 / 4, 4 / 3)
+
+
+@dataclass(frozen=True)
+class ImageTransform:
+    """How a file becomes a float32 (C, size, size) array."""
+
+    size: int
+    channels: Literal[1, 3]
+    mean: tuple[float, ...] = (0.0,)  # in [0, 1] units: one value, or one per channel
+    std: tuple[float, ...] = (1.0,)
+    augment: Literal["none", "crop", "crop_flip"] = "none"  # none: resize + centre crop (eval)
+    min_crop: float = 0.25  # the smallest random crop, as a fraction of the image's area
+    seed: int = 0
+
+    @classmethod
+    def of(cls, meta: dict, **augmentation) -> ImageTransform:
+        """The transform a task's ``meta`` describes (``image_size``, ``channels``, ``mean``,
+        ``std``: one number or one per channel); no augmentation unless given."""
+        return cls(meta["image_size"], meta["channels"], tuple(np.atleast_1d(meta["mean"]).tolist()),
+                   tuple(np.atleast_1d(meta["std"]).tolist()), **augmentation)
+
+
+class ImageFiles:
+    """Image ``files`` and, per file, a row of each ``extra`` column (label, tokens...)."""
+
+    def __init__(self, files: Sequence[str], extra: dict[str, np.ndarray], transform: ImageTransform):
+        self.files = np.asarray(files, dtype=str)
+        self.extra = extra
+        self.transform = transform
+        self.augmented = transform.augment != "none"
+        self.columns = ("image", *(["crop"] if self.augmented else []), *extra)
+        self.outputs = ("image", *extra)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def read(self, index: int, epoch: int) -> tuple[np.ndarray, ...]:
+        data = read_bytes(self.files[index])
+        crop = [np.random.default_rng([self.transform.seed, epoch, index]).random(5, np.float32)]
+        return (data, *(crop if self.augmented else []), *(column[index] for column in self.extra.values()))
+
+    def operations(self) -> list[tuple[list, list[str], list[str]]]:
+        t = self.transform
+        steps = [([vision.Decode()], ["image"], ["image"])]  # -> (H, W, 3) uint8, whatever the file's mode
+        if self.augmented:
+            steps.append(([CropAndFlip(t.min_crop, t.augment == "crop_flip")], ["image", "crop"], ["image"]))
+            resize = [vision.Resize((t.size, t.size))]
+        else:
+            resize = [vision.Resize(t.size), vision.CenterCrop(t.size)]  # shorter side, then the centre
+        # Normalize works on [0, 255] values; the statistics are kept in [0, 1] units.
+        mean, std = [m * 255 for m in t.mean], [s * 255 for s in t.std]
+        if t.channels == 1:  # ConvertColor (vision.Grayscale fails after Decode) drops the channel axis
+            tail = [vision.ConvertColor(vision.ConvertMode.COLOR_RGB2GRAY), vision.Normalize(mean[:1], std[:1]),
+                    add_channel_axis]
+        else:
+            tail = [vision.Normalize(mean * (3 // len(mean)), std * (3 // len(std))), vision.HWC2CHW()]
+        steps.append((resize + tail, ["image"], ["image"]))
+        return steps
+
+    def check(self, index: int) -> None:
+        file = self.files[index]
+        read_bytes(file)
+        open_image(Path(file))
+
+
+class CropAndFlip:
+    """The random resized crop drawn in ``read``: five numbers in [0, 1) -> area fraction,
+    aspect ratio, top, left, flip. A plain function of its inputs: no generator of its own."""
+
+    def __init__(self, min_crop: float, flip: bool):
+        self.min_crop, self.flip = min_crop, flip
+
+    def __call__(self, image: np.ndarray, crop: np.ndarray) -> np.ndarray:
+        height, width = image.shape[:2]
+        area = (self.min_crop + (1 - self.min_crop) * crop[0]) * height * width
+        ratio = np.exp(np.log(RATIOS[0]) + (np.log(RATIOS[1]) - np.log(RATIOS[0])) * crop[1])  # width / height
+        w = int(np.clip(round(np.sqrt(area * ratio)), 1, width))
+        h = int(np.clip(round(np.sqrt(area / ratio)), 1, height))
+        top, left = int(crop[2] * (height - h + 1)), int(crop[3] * (width - w + 1))
+        out = image[top:top + h, left:left + w]
+        if self.flip and crop[4] < 0.5:
+            out = out[:, ::-1]
+        return np.ascontiguousarray(out)
+
+
+def add_channel_axis(image: np.ndarray) -> np.ndarray:
+    return image[None]  # (H, W) -> (1, H, W)
+
+
+def read_bytes(file: str) -> np.ndarray:
+    """A file's bytes, refused here (cheaply, by its first and last bytes) when it is not an
+    image MindSpore decodes or is visibly cut short: a JPEG truncated inside its headers
+    crashes MindSpore's decoder (SIGFPE: the process dies without a message)."""
+    try:
+        data = np.fromfile(file, np.uint8)
+    except OSError as exc:
+        raise DataError(f"{file}: cannot read ({exc.strerror})") from None
+    head, tail = data[:8].tobytes(), data[-1024:].tobytes()
+    if not head.startswith((JPEG, PNG, BMP)):
+        raise DataError(f"{file}: not a readable image (not a JPEG, PNG or BMP file)")
+    if (head.startswith(JPEG) and b"\xff\xd9" not in tail) or (head.startswith(PNG) and b"IEND" not in tail):
+        raise DataError(f"{file}: not a readable image (truncated)")
+    return data
+
+
+def statistics(files: Sequence[str], size: int, channels: Literal[1, 3], sample: int, seed: int,
+               workers: int) -> tuple[list[float], list[float]]:
+    """Per-channel mean and std in [0, 1] units of (at most) ``sample`` files drawn with
+    ``seed``, as the eval transform sees them: bounded work whatever the number of files."""
+    pick = np.sort(np.random.default_rng([seed, 0x57A7]).permutation(len(files))[:sample])
+    source = ImageFiles([files[i] for i in pick], {}, ImageTransform(size, channels))
+    total, squares, count = np.zeros(channels), np.zeros(channels), 0
+    for (images,) in pipeline.batches(source, np.arange(len(pick)), 0, 64, workers, drop_remainder=False):
+        pixels = images.transpose(1, 0, 2, 3).reshape(channels, -1).astype(np.float64)
+        total, squares, count = total + pixels.sum(1), squares + (pixels ** 2).sum(1), count + pixels.shape[1]
+    mean = total / count
+    std = np.sqrt(np.maximum(squares / count - mean ** 2, 0))
+    return [round(float(m), 6) for m in mean], [round(float(s), 6) or 1.0 for s in std]
+
+
+
+def predict_files(cell, files: Sequence[str], meta: dict, rows: np.ndarray, workers: int,
+                  batch_size: int = 128) -> np.ndarray:
+    """``cell`` applied to image files (``rows`` of them, in that order) prepared as ``meta``
+    says, without augmentation, streamed in batches; outputs concatenated (float32)."""
+    source = ImageFiles(files, {}, ImageTransform.of(meta))
+    outputs = [cell(Tensor(images)).asnumpy()
+               for (images,) in pipeline.batches(source, rows, 0, batch_size, workers, drop_remainder=False)]
+    return np.concatenate(outputs).astype(np.float32)
