@@ -16,6 +16,7 @@ import numpy as np
 
 from ...engine.errors import DataError
 
+BPE_PIECE_CHARS = 1 << 20
 SPECIAL = "<|endoftext|>"  # GPT-2's one special token: a trained BPE has it too (id 0)
 
 
@@ -76,7 +77,12 @@ class Tokenizer:
         if self.kind == "byte":
             return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int32)
         if self.kind == "bpe":
-            return np.asarray(self._bpe.encode(text).ids, dtype=np.int32)
+            # Pieces of ~1 MB cut at line breaks, encoded in parallel by the Rust library. A
+            # piece edge may split a run of whitespace that one string would merge: chunked
+            # text can differ from one call by a few tokens (the cache is deterministic).
+            encode = getattr(self._bpe, "encode_batch_fast", self._bpe.encode_batch)  # _fast: no offsets
+            pieces = encode(list(line_pieces(text, BPE_PIECE_CHARS)))
+            return np.concatenate([np.asarray(p.ids, dtype=np.int32) for p in pieces] or [np.zeros(0, np.int32)])
         codes = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")  # one code point per character
         ids = np.searchsorted(self._codes, codes).clip(0, max(len(self._codes) - 1, 0))
         known = self._codes[ids] == codes if len(self._codes) else np.zeros(len(codes), bool)
@@ -94,6 +100,16 @@ class Tokenizer:
         if self.kind == "bpe":
             return self._bpe.decode(ids, skip_special_tokens=False)
         return "".join(self.chars[i] for i in ids)
+
+
+def line_pieces(text: str, size: int):
+    """``text`` in consecutive pieces of about ``size`` characters, each ending at a line break
+    where there is one."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + size) + 1 or len(text)
+        yield text[start:end]
+        start = end
 
 
 def train_bpe(chunks: Iterable[str], vocab_size: int) -> str:
