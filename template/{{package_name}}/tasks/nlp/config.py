@@ -43,6 +43,9 @@ class ModelConfig(Section):
     dropout: float = Field(0.0, ge=0, lt=1)
     tie_embeddings: bool = True  # the output layer reuses the token embedding matrix
     bias: bool = False  # bias vectors in the linear layers (false: a little faster, as good)
+    # A checkpoint of this project (trained here, or made by convert_weights.py) to start from:
+    # all its weights, and its tokenizer (the sizes above must be its own)
+    pretrained: str | None = None
 
     @model_validator(mode="after")
     def _heads_divide_width(self):

@@ -68,6 +68,8 @@ def fit_tokenizer(cfg, corpus: Corpus, cache: Path) -> Tokenizer:
     """``data.tokenizer_file``, or the tokenizer fitted to the corpus (a ``char`` alphabet, a
     trained BPE), cached by the corpus digest and the settings that shape it."""
     d = cfg.data
+    if cfg.model.pretrained:
+        return pretrained_tokenizer(cfg)
     if d.tokenizer_file:
         return Tokenizer.from_file(d.tokenizer_file)
     if d.tokenizer == "byte":
@@ -81,6 +83,23 @@ def fit_tokenizer(cfg, corpus: Corpus, cache: Path) -> Tokenizer:
         return json.dumps(fitted.to_meta(), ensure_ascii=False)
 
     return Tokenizer.from_meta({"tokenizer": json.loads(cached_text(path, fit))})
+
+
+def pretrained_tokenizer(cfg) -> Tokenizer:
+    """The tokenizer ``model.pretrained`` was trained with: the data must use it as it is."""
+    from ...engine import checkpoint  # imports MindSpore (load_data runs after the runtime setup)
+
+    where = f"model.pretrained={cfg.model.pretrained}"
+    saved = Tokenizer.from_meta(checkpoint.read(cfg.model.pretrained)[1]["task_meta"])
+    if cfg.data.tokenizer != saved.kind:
+        raise DataError(f"data.tokenizer={cfg.data.tokenizer}: {where} uses a {saved.kind} tokenizer; "
+                        f"set data.tokenizer={saved.kind}")
+    if cfg.data.tokenizer_file:
+        given = Tokenizer.from_file(cfg.data.tokenizer_file)
+        if given.to_meta() != saved.to_meta():
+            raise DataError(f"data.tokenizer_file={cfg.data.tokenizer_file!r} ({given.vocab_size} tokens) is not the "
+                            f"tokenizer {where} was trained with ({saved.vocab_size} tokens)")
+    return saved
 
 
 def split(cfg, corpus: Corpus, tokenizer: Tokenizer, cache: Path) -> Data:

@@ -8,7 +8,9 @@ import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn
 
+from ...engine import checkpoint
 from ...engine.arrays import budget
+from ...engine.errors import CheckpointError
 from ...engine.task import Comm, Data, Model, Task
 from .data import Tokenizer, load_data, load_eval_data
 from .model import GPT, LanguageModelLoss
@@ -19,6 +21,28 @@ def build_model(cfg, meta: dict, comm: Comm) -> Model:
     network = GPT(Tokenizer.from_meta(meta).vocab_size, m.block_size, m.n_layer, m.n_head, m.d_model,
                   m.mlp_ratio, m.dropout, m.tie_embeddings, m.bias)
     return Model(network=network, loss=LanguageModelLoss(network))
+
+
+# What a checkpoint's weights are shaped by: model.pretrained must agree on all of them.
+SHAPE_KEYS = ("arch", "block_size", "n_layer", "n_head", "d_model", "mlp_ratio", "tie_embeddings", "bias")
+
+
+def warm_start(network: nn.Cell, cfg) -> None:
+    """``model.pretrained``: start from every weight of a checkpoint of this project (e.g. GPT-2
+    imported by convert_weights.py, to continue training on your text). Its tokenizer comes
+    with it: ``data.fit_tokenizer`` takes the checkpoint's."""
+    if not cfg.model.pretrained:
+        return
+    params, meta = checkpoint.read(cfg.model.pretrained)
+    saved = meta["config"]["model"]
+    for key in SHAPE_KEYS:
+        if saved.get(key) != getattr(cfg.model, key):
+            raise CheckpointError(f"model.pretrained={cfg.model.pretrained} has model.{key}={saved.get(key)!r}, "
+                                  f"this config {getattr(cfg.model, key)!r}: set model.{key}={saved.get(key)}")
+    try:
+        checkpoint.restore(params, network)
+    except CheckpointError as exc:
+        raise CheckpointError(f"model.pretrained={cfg.model.pretrained}: {exc}") from None
 
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
@@ -69,4 +93,5 @@ def deploy_meta(meta: dict, cfg) -> dict:
 
 TASK = Task(name="nlp", load_data=load_data, build_model=build_model, evaluate=evaluate,
             monitor="loss", mode="min", exports=exports, deploy_meta=deploy_meta,
-            fixed_data=("tokenizer", "tokenizer_file", "vocab_size"), load_eval_data=load_eval_data)
+            fixed_data=("tokenizer", "tokenizer_file", "vocab_size"), load_eval_data=load_eval_data,
+            warm_start=warm_start)
