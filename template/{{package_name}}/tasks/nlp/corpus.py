@@ -27,10 +27,6 @@ class Corpus:
         self.source = DEFAULT_CORPUS if path is None else f"data.path={path!r}"
         self.files = [] if path is None else list_files(path)
 
-    @property
-    def nbytes(self) -> int:
-        return len(pydoc_text().encode("utf-8")) if self.path is None else sum(f.stat().st_size for f in self.files)
-
     @functools.cache  # noqa: B019 - one Corpus per load, hashed once
     def digest(self) -> str:
         """SHA-256 over every file's content and length, in reading order (names do not count)."""

@@ -17,13 +17,13 @@ import numpy as np
 
 from ...engine.errors import DataError
 from ...engine.task import Data
-from .corpus import DEFAULT_CORPUS, Corpus, pydoc_text
+from .corpus import Corpus
 from .tokenfile import TokenFile, cache_key, cached_text, token_file
 from .tokenizer import Tokenizer
 
 BPE_TRAIN_BYTES = 100 << 20  # a BPE learns its merges from at most the first 100 MB of the corpus
 
-__all__ = ["DEFAULT_CORPUS", "Tokenizer", "Windows", "blocks", "load_data", "load_eval_data", "pydoc_text"]
+__all__ = ["Tokenizer", "Windows", "blocks", "load_data", "load_eval_data"]  # Tokenizer: for generate.py
 
 
 class Windows:
@@ -65,8 +65,9 @@ def cache_dir(cfg) -> Path:
 
 
 def fit_tokenizer(cfg, corpus: Corpus, cache: Path) -> Tokenizer:
-    """``data.tokenizer_file``, or the tokenizer fitted to the corpus (a ``char`` alphabet, a
-    trained BPE), cached by the corpus digest and the settings that shape it."""
+    """``model.pretrained``'s tokenizer, ``data.tokenizer_file``, or the tokenizer fitted to the
+    corpus (a ``char`` alphabet, a trained BPE), cached by the corpus digest and the settings
+    that shape it."""
     d = cfg.data
     if cfg.model.pretrained:
         return pretrained_tokenizer(cfg)

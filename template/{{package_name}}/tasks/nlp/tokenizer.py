@@ -16,7 +16,10 @@ import numpy as np
 
 from ...engine.errors import DataError
 
-BPE_PIECE_CHARS = 1 << 20
+BPE_PIECE_CHARS = 1 << 20  # encoding: pieces encoded in parallel
+# Training: fed in small pieces, the trainer's memory stays bounded (measured on 30 MB of text:
+# 141 MB peak with 64 KB pieces, 1.47 GB with 8 MB ones, and twice as fast).
+BPE_TRAIN_PIECE_CHARS = 1 << 16
 SPECIAL = "<|endoftext|>"  # GPT-2's one special token: a trained BPE has it too (id 0)
 
 
@@ -123,7 +126,8 @@ def train_bpe(chunks: Iterable[str], vocab_size: int) -> str:
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[SPECIAL], show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    bpe.train_from_iterator(chunks, trainer=trainer)
+    pieces = (piece for chunk in chunks for piece in line_pieces(chunk, BPE_TRAIN_PIECE_CHARS))
+    bpe.train_from_iterator(pieces, trainer=trainer)
     return bpe.to_str()
 
 
