@@ -76,8 +76,10 @@ def framework_loop(trainer, batches, args) -> dict:
     from mindspore import dataset as ds
 
     ms.set_context(mode=ms.GRAPH_MODE)
-    columns = list(trainer.data.train)
     rows = [tuple(t.asnumpy() for t in batch) for batch in batches]
+    # Column names: a dict's keys; a TrainSource (e.g. the LM's token-file windows) has none.
+    train = trainer.data.train
+    columns = list(train) if isinstance(train, dict) else [f"column{i}" for i in range(len(rows[0]))]
     total = args.warmup + args.steps
     source = ds.GeneratorDataset(lambda: (rows[i % len(rows)] for i in range(total)), columns)
     times = []
