@@ -95,12 +95,19 @@ def write_atomically(folder: Path, fill) -> None:
 
 
 def cached_text(path: Path, make) -> str:
-    """``path``'s text, made by ``make()`` and written (temp + rename) on first use."""
-    if path.is_file():
-        return path.read_text(encoding="utf-8")
-    text = make()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return text
+    """``path``'s text, made by ``make()`` and written on first use. The first complete copy
+    wins (a hard link never replaces a file): msrun ranks that fit at the same time all use
+    the same tokenizer, whichever finished first."""
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(make(), encoding="utf-8")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process wrote it first: read its copy below
+        except OSError:
+            os.replace(tmp, path)  # a file system without hard links
+        finally:
+            tmp.unlink(missing_ok=True)
+    return path.read_text(encoding="utf-8")
