@@ -1,13 +1,14 @@
 """Evaluation at scale: figures measured side by side in one run (not a test).
 
-    python benchmarks/bench_eval.py                          # 5 M ratings, 50,000 retrieval pairs
+    python benchmarks/bench_eval.py                          # 5 M and 20 M ratings, 50,000 retrieval pairs
     python benchmarks/bench_eval.py --rows 200000 --users 8000 --items 2000 --pairs 5000   # a quick look
 
-Recommender: a synthetic ``ratings.csv`` (``--rows`` rows, ``--users`` users, ``--items``
-items with Zipf popularity) read through ``data.source=files``: wall time and peak RSS of
-``python train.py --set train.max_steps=5`` (load + 5 steps + one evaluation under
-``eval.max_examples``), then where the time goes (CSV, preparation, one evaluation) measured
-in a separate process. Multimodal: recall@k and zero-shot accuracy over ``--pairs`` synthetic
+Recommender: for each of ``--rows`` sizes, a synthetic ``ratings.csv`` (``--users`` users,
+``--items`` items with Zipf popularity) read through ``data.source=files``: wall time and
+peak RSS of ``python train.py --set train.max_steps=5`` (load + 5 steps + one evaluation
+under ``eval.max_examples``), then where the time and memory go (reading the CSV,
+preparation, one evaluation) measured in a separate process; one row per size.
+Multimodal: recall@k and zero-shot accuracy over ``--pairs`` synthetic
 embedding pairs, the chunked running top-k of the generated project against the N x N
 matrix + argsort it replaced (run only up to ``--max-square`` pairs: the matrix and its
 argsort take 12 bytes per pair squared).
@@ -82,10 +83,9 @@ def child_peak(args: list[str], cwd: Path) -> tuple[float, float, str]:
 
 
 # -- workers (run in the generated project, one process per measurement) ----------------------
-def phases_worker(package: str, reader: str, overrides: list[str]) -> None:
-    """Seconds and peak RSS (MB) after reading the ratings, preparing the data and one
-    evaluation (fresh network). ``reader``: ``project`` (the project's CSV reader) or
-    ``columnar`` (pandas straight into arrays, as a columnar input pipeline would)."""
+def phases_worker(package: str, overrides: list[str]) -> None:
+    """Seconds and peak RSS (MB) after reading the ratings (the project's columnar reader),
+    preparing the data and one evaluation (fresh network)."""
     sys.path.insert(0, ".")
     load_config = importlib.import_module(f"{package}.engine.config").load_config
     cfg = load_config("config/config.yaml", overrides)
@@ -94,25 +94,7 @@ def phases_worker(package: str, reader: str, overrides: list[str]) -> None:
     topk = importlib.import_module(f"{package}.tasks.recommender.topk")
     times = {"start_mb": peak_mb()}
     start = time.perf_counter()
-    if reader == "columnar":
-        import pandas as pd
-
-        frame = pd.read_csv(Path(cfg.data.path) / "ratings.csv")
-        log = log_mod.Log(
-            *(
-                frame[c].to_numpy(t)
-                for c, t in (
-                    ("userId", np.int64),
-                    ("movieId", np.int64),
-                    ("rating", np.float32),
-                    ("timestamp", np.int64),
-                )
-            ),
-            "ratings.csv (pandas)",
-        )
-        del frame
-    else:
-        log = log_mod.read_log(cfg)
+    log = log_mod.read_log(cfg)
     times.update(read_csv_s=time.perf_counter() - start, read_csv_mb=peak_mb())
     start = time.perf_counter()
     data = topk.prepare(log, cfg)
@@ -173,41 +155,55 @@ def retrieval_worker(package: str, pairs: int, way: str) -> None:
 
 # -- the run ------------------------------------------------------------------------------------
 def bench_recommender(root: Path, args) -> None:
+    """One row per ``--rows`` size, side by side: the whole run, then its phases."""
     project, package = generate("recommender", root)
-    folder = write_ratings(root / f"ratings-{args.rows}", args.rows, args.users, args.items)
-    overrides = [
-        "data.source=files",
-        f"data.path={folder}",
-        "data.drop_short_users=true",
-        f"eval.max_examples={args.budget}",
-    ]
-    sets = [
-        a
-        for o in [*overrides, "train.max_steps=5", "output.plot=false", f"output.dir={root / 'runs'}"]
-        for a in ("--set", o)
-    ]
-    wall, peak, _ = child_peak([sys.executable, "train.py", *sets], project)
     print(
-        f"\nrecommender: {args.rows:,} ratings, {args.users:,} users, {args.items:,} items (Zipf), "
-        f"eval.max_examples={args.budget}"
+        f"\nrecommender: synthetic ratings.csv, {args.users:,} users, {args.items:,} items (Zipf), "
+        f"eval.max_examples={args.budget}; peak RSS after each phase in a separate process"
     )
-    print(f"  train.py --set train.max_steps=5: {wall:.1f} s wall, peak RSS {peak:,.0f} MB")
-    for reader in ("project", "columnar"):
-        _, _, out = child_peak(
-            [sys.executable, __file__, "--worker", "phases", package, reader, *overrides], project
+    print(
+        "  rows | csv MB | train.py --set train.max_steps=5: wall s, peak MB | read s, MB | prepare s, MB "
+        "| one eval s (ms a user), MB | training rows made on demand"
+    )
+    for rows in args.rows:
+        folder = root / f"ratings-{rows}"
+        # Written by a child: a child inherits its parent's peak RSS (ru_maxrss) at fork.
+        subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                "ratings",
+                str(folder),
+                str(rows),
+                str(args.users),
+                str(args.items),
+            ],
+            check=True,
         )
+        overrides = [
+            "data.source=files",
+            f"data.path={folder}",
+            "data.drop_short_users=true",
+            f"eval.max_examples={args.budget}",
+        ]
+        sets = [
+            a
+            for o in [*overrides, "train.max_steps=5", "output.plot=false", f"output.dir={root / 'runs'}"]
+            for a in ("--set", o)
+        ]
+        wall, peak, _ = child_peak([sys.executable, "train.py", *sets], project)
+        _, _, out = child_peak([sys.executable, __file__, "--worker", "phases", package, *overrides], project)
         p = json.loads(out.strip().splitlines()[-1])
+        size = (folder / "ratings.csv").stat().st_size / 2**20
         print(
-            f"  {reader} reader (peak RSS after each): import {p['start_mb']:,.0f} MB | read ratings.csv "
-            f"{p['read_csv_s']:.1f} s, {p['read_csv_mb']:,.0f} MB | prepare {p['prepare_s']:.1f} s, "
-            f"{p['prepare_mb']:,.0f} MB | one evaluation ({p['examples']:,} of {p['eval_users']:,} users x "
-            f"{p['items']:,} items, fresh network) {p['evaluate_s']:.1f} s "
-            f"({1000 * p['evaluate_s'] / p['examples']:.0f} ms a user), {p['evaluate_mb']:,.0f} MB"
+            f"  {rows:,} | {size:,.0f} | {wall:.1f} s, {peak:,.0f} MB | {p['read_csv_s']:.1f} s, "
+            f"{p['read_csv_mb']:,.0f} MB | {p['prepare_s']:.1f} s, {p['prepare_mb']:,.0f} MB | "
+            f"{p['evaluate_s']:.1f} s ({1000 * p['evaluate_s'] / p['examples']:.0f} ms; {p['examples']:,} of "
+            f"{p['eval_users']:,} users x {p['items']:,} items), {p['evaluate_mb']:,.0f} MB | "
+            f"{p['train_rows']:,} ({p['train_rows'] * 12 / 2**20:,.0f} MB if materialised)"
         )
-    print(
-        f"  training rows made on demand: {p['train_rows']:,} (materialised as int32, int32, float32: "
-        f"{p['train_rows'] * 12 / 2**20:,.0f} MB)"
-    )
+    print(f"  (import alone: {p['start_mb']:,.0f} MB)")
 
 
 def bench_retrieval(root: Path, args) -> None:
@@ -241,7 +237,7 @@ def bench_retrieval(root: Path, args) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", type=int, default=5_000_000)
+    p.add_argument("--rows", type=int, nargs="+", default=[5_000_000, 20_000_000])
     p.add_argument("--users", type=int, default=200_000)
     p.add_argument("--items", type=int, default=50_000)
     p.add_argument("--budget", type=int, default=500, help="eval.max_examples for the recommender run")
@@ -252,8 +248,11 @@ def main() -> None:
     args = p.parse_args()
     if args.worker:
         kind, package, *rest = args.worker
+        if kind == "ratings":
+            write_ratings(Path(package), *map(int, rest))
+            return None
         if kind == "phases":
-            return phases_worker(package, rest[0], rest[1:])
+            return phases_worker(package, rest)
         return retrieval_worker(package, int(rest[0]), rest[1])
     print(f"load average before: {os.getloadavg()[0]:.2f} (2-core machine; figures are noisy above 2)")
     root = Path(tempfile.gettempdir()) / "msscaffold-bench-eval"  # keeps the ratings.csv files between runs

@@ -76,10 +76,10 @@ def framework_loop(trainer, batches, args) -> dict:
     from mindspore import dataset as ds
 
     ms.set_context(mode=ms.GRAPH_MODE)
+    # Model.train feeds the columns to the loss Cell by position: only their number matters (a
+    # task's train data may be a dict of arrays or a TrainSource such as the recommender's PairSource).
+    columns = [f"input{i}" for i in range(len(batches[0]))]
     rows = [tuple(t.asnumpy() for t in batch) for batch in batches]
-    # Column names: a dict's keys; a TrainSource (e.g. the LM's token-file windows) has none.
-    train = trainer.data.train
-    columns = list(train) if isinstance(train, dict) else [f"column{i}" for i in range(len(rows[0]))]
     total = args.warmup + args.steps
     source = ds.GeneratorDataset(lambda: (rows[i % len(rows)] for i in range(total)), columns)
     times = []

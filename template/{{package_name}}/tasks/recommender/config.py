@@ -34,6 +34,9 @@ class ModelConfig(Section):
     # Sparse-gradient tables (nn.EmbeddingLookup) for big id spaces; use with optim.name=lazy_adam.
     # The engine then refuses accumulation, AMP, clipping and msrun (they need dense gradients).
     sparse: bool = False
+    # Row-slice each table across devices (tables bigger than one device): refused for now, see
+    # task.check_sharding and the README ("Tables bigger than one device").
+    shard_embeddings: bool = False
 
 
 class TaskConfig(Config):

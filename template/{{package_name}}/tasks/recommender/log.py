@@ -8,7 +8,6 @@ Sources (``data.source``): ``synthetic`` (made on the fly with planted structure
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ...engine.errors import DataError
+from .csvfile import read_columns
 
 MOVIELENS_NOTICE = (
     "data: MovieLens ml-latest-small subset (100,004 ratings by 671 users; GroupLens Research, "
@@ -99,52 +99,22 @@ def movielens_log() -> Log:
 
 
 def read_folder(folder: Path) -> Log:
-    """``ratings.csv`` (userId,movieId[,rating,timestamp]) and optional ``items.csv`` (movieId,title[,genres])."""
+    """``ratings.csv`` (userId,movieId[,rating,timestamp]) and optional ``items.csv`` (movieId,title[,genres]).
+    Read as typed columns (``csvfile.py``): memory grows by 28 bytes a rating, not by a string per cell."""
     file = folder / "ratings.csv"
     if not file.is_file():
         raise DataError(f"data.path={str(folder)!r} has no ratings.csv (columns userId,movieId[,rating,timestamp])")
-    table = _read_csv(file, required=("userId", "movieId"))
+    table = read_columns(file, required=("userId", "movieId"),
+                         types={"userId": np.int64, "movieId": np.int64, "rating": np.float32, "timestamp": np.int64})
     n = len(table["userId"])
-    log = Log(_numbers(table, "userId", file, np.int64), _numbers(table, "movieId", file, np.int64),
-              _numbers(table, "rating", file, np.float32) if "rating" in table else np.full(n, np.nan, np.float32),
-              _numbers(table, "timestamp", file, np.int64) if "timestamp" in table else np.arange(n), str(file))
+    log = Log(table["userId"], table["movieId"], table.get("rating", np.full(n, np.nan, np.float32)),
+              table["timestamp"] if "timestamp" in table else np.arange(n, dtype=np.int64), str(file))
     items_file = folder / "items.csv"
     if items_file.is_file():
-        items = _read_csv(items_file, required=("movieId", "title"))
-        ids = _numbers(items, "movieId", items_file, np.int64).tolist()
-        log.titles = dict(zip(ids, items["title"]))
+        items = read_columns(items_file, required=("movieId", "title"),
+                             types={"movieId": np.int64, "title": str, "genres": str})
+        ids = items["movieId"].tolist()  # one Python object per item (not per rating): titles are text
+        log.titles = dict(zip(ids, (title.strip() for title in items["title"])))
         if "genres" in items:
-            log.genres = {i: [g for g in text.split("|") if g] for i, text in zip(ids, items["genres"])}
+            log.genres = {i: [g for g in text.strip().split("|") if g] for i, text in zip(ids, items["genres"])}
     return log
-
-
-def _read_csv(file: Path, required: tuple[str, ...]) -> dict[str, list[str]]:
-    with open(file, newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
-    if not rows:
-        raise DataError(f"{file} is empty")
-    header = [name.strip() for name in rows[0]]
-    missing = [name for name in required if name not in header]
-    if missing:
-        raise DataError(f"{file}: missing column(s) {', '.join(missing)} (header: {','.join(header)})")
-    if len(rows) == 1:
-        raise DataError(f"{file} has a header but no rows")
-    for line, row in enumerate(rows[1:], start=2):
-        if len(row) != len(header):
-            raise DataError(f"{file}:{line}: {len(row)} fields, the header has {len(header)}")
-    return {name: [row[j].strip() for row in rows[1:]] for j, name in enumerate(header)}
-
-
-def _numbers(table: dict[str, list[str]], name: str, file: Path, dtype) -> np.ndarray:
-    parse = np.float64 if dtype == np.float32 else np.int64
-    try:
-        return np.asarray(table[name], dtype=parse).astype(dtype)
-    except ValueError:
-        pass
-    for line, value in enumerate(table[name], start=2):  # name the first bad cell
-        try:
-            parse(value)
-        except ValueError:
-            kind = "a number" if dtype == np.float32 else "an integer"
-            raise DataError(f"{file}:{line}: {name} {value!r} is not {kind}") from None
-    raise DataError(f"{file}: column {name} cannot be read as numbers")

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import mindspore as ms
 import numpy as np
 from mindspore import nn
 
-from ...engine.errors import DataError
+from ...engine.errors import ConfigError, DataError
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from . import ctr, topk
 from .ids import IdMap
@@ -19,10 +20,33 @@ MODES = {"topk": topk, "ctr": ctr}
 
 
 def load_data(cfg) -> Data:
+    check_sharding(cfg)  # before reading the data: the device is known, nothing is loaded yet
     d = cfg.data
     if d.source == "files" and d.mode == "ctr" and d.path and Path(d.path).is_file():
         return ctr.prepare_tsv(Path(d.path), cfg)
     return MODES[d.mode].prepare(read_log(cfg), cfg)
+
+
+def check_sharding(cfg) -> None:
+    """``model.shard_embeddings``: refused on every device, with the reason for this one.
+
+    MindSpore's own mechanism is ``nn.EmbeddingLookup(slice_mode=TABLE_ROW_SLICE)`` under
+    ``SEMI_AUTO_PARALLEL`` in GRAPH_MODE: each device holds a slice of the rows. On CPU it fails
+    to compile in MindSpore 2.10 ("Invalid backend: CPU"); on Ascend/GPU it needs a parallel
+    training step (the optimizer over sliced parameters) that this project's data-parallel
+    step is not, and that nothing here could test. The README says how to build one.
+    """
+    if not cfg.model.shard_embeddings:
+        return
+    device = ms.get_context("device_target")
+    if device == "CPU":
+        raise ConfigError("model.shard_embeddings=true needs Ascend or GPU: MindSpore's row-sliced tables "
+                          "(nn.EmbeddingLookup TABLE_ROW_SLICE, SEMI_AUTO_PARALLEL) fail on CPU "
+                          "('Invalid backend: CPU'); on CPU the tables live in host memory "
+                          "(big ones: model.sparse=true, optim.name=lazy_adam)")
+    raise ConfigError(f"model.shard_embeddings=true: row-sliced tables need a semi-auto parallel training step, "
+                      f"which this project does not have yet (device {device}); see the README, "
+                      "'Tables bigger than one device'")
 
 
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
