@@ -180,12 +180,40 @@ def test_huggingface_gpt2_converts_to_the_same_logits(tmp_path):
     assert np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()
 
 
-def test_a_bpe_vocabulary_gpt2_is_refused(tmp_path):
-    tiny_gpt2(tmp_path / "gpt2", vocab_size=512)
+def test_a_bpe_vocabulary_gpt2_needs_its_tokenizer_json(tmp_path):
+    """Refused with one line without its tokenizer.json; with one of the same size beside the
+    file (as Hugging Face ships GPT-2), it converts and --verify finds the same logits."""
+    tokenizers = pytest.importorskip("tokenizers")
+    reference = tiny_gpt2(tmp_path / "gpt2", vocab_size=512)
     project = generate(tmp_path, "nlp", name="lm", git=False)
-    result = run(
-        project, "convert_weights.py", str(tmp_path / "gpt2" / "model.safetensors"), "--out", "x.ckpt"
-    )
+    src = str(tmp_path / "gpt2" / "model.safetensors")
+    result = run(project, "convert_weights.py", src, "--out", "x.ckpt")
     lines = result.stderr.strip().splitlines()
     assert result.returncode != 0 and len(lines) == 1 and "a vocabulary of 512 tokens" in lines[0]
     assert not (project / "x.ckpt").exists()
+
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE())
+    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=512,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+    )
+    bpe.train_from_iterator(
+        [
+            "the quick brown fox jumps over the lazy dog; " * 50,
+            (tmp_path / "gpt2" / "config.json").read_text(),
+        ]
+        * 20,
+        trainer=trainer,
+    )
+    bpe.add_tokens([f"<pad{i}>" for i in range(512 - bpe.get_vocab_size())])  # exactly the embedding's rows
+    bpe.save(str(tmp_path / "gpt2" / "tokenizer.json"))
+    converted = run(project, "convert_weights.py", src, "--out", "gpt2.ckpt", "--verify")
+    assert converted.returncode == 0, converted.stderr[-2000:]
+    tokens = np.random.default_rng(1).integers(0, 512, (2, 32)).astype(np.int32)
+    actual = mindspore_logits(project, tmp_path, "gpt2.ckpt", tokens)
+    with torch.no_grad():
+        expected = reference(torch.from_numpy(tokens).long()).logits.numpy()
+    assert actual.shape == (2, 32, 512) and np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()

@@ -136,6 +136,9 @@ class Task:
     fixed_data: tuple[str, ...] = ()
     # (meta, cfg) -> what a deployed MINDIR needs besides the graph, written to <name>.json by export.py
     deploy_meta: Callable[[dict, Config], dict] = lambda meta, cfg: meta
+    # eval.py: (cfg, the checkpoint's meta) -> the data, prepared with that meta (e.g. tokenised with
+    # the training-time vocabulary) instead of fitting a new one. None: ``load_data(cfg)``.
+    load_eval_data: Callable[[Config, dict], Data] | None = None
 
     def monitor_for(self, cfg: Config) -> str:
         return self.monitor(cfg) if callable(self.monitor) else self.monitor

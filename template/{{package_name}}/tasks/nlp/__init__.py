@@ -1,4 +1,4 @@
-"""NLP: a decoder-only Transformer language model over characters (or UTF-8 bytes);
+"""NLP: a decoder-only Transformer language model over characters, UTF-8 bytes or byte-level BPE tokens;
 metric: validation loss and perplexity, beside the unigram baseline. ``generate.py`` samples text.
 
 Default data: Python's own documentation text (the standard library's ``pydoc_data.topics``,

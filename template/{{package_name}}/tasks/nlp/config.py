@@ -8,11 +8,27 @@ from pydantic import Field, model_validator
 
 from ...engine.schema import Config, Section
 
+MIN_BPE_VOCAB = 256 + 1  # a byte-level BPE has a symbol for each of the 256 bytes, plus <|endoftext|>
+
 
 class DataConfig(Section):
     path: str | None = None  # null: Python's bundled pydoc text; else a UTF-8 file or a folder of .txt files
-    tokenizer: Literal["char", "byte"] = "char"  # char: vocabulary = characters of the text; byte: 256 UTF-8 bytes
-    eval_fraction: float = Field(0.1, gt=0, lt=1)  # the end of the text, held out for evaluation
+    # char: vocabulary = characters of the text; byte: 256 UTF-8 bytes; bpe: byte-level BPE
+    tokenizer: Literal["char", "byte", "bpe"] = "char"
+    vocab_size: int = Field(2048, gt=0)  # bpe: tokens of the BPE trained on the corpus
+    tokenizer_file: str | None = None  # bpe: a Hugging Face tokenizer.json to use instead of training one
+    eval_fraction: float = Field(0.1, gt=0, lt=1)  # the last tokens, held out for evaluation
+    cache_dir: str | None = None  # token files and fitted tokenizers; null: <output.dir>/.cache
+
+    @model_validator(mode="after")
+    def _bpe_settings(self):
+        if self.tokenizer_file and self.tokenizer != "bpe":
+            raise ValueError(f"data.tokenizer_file is set but data.tokenizer={self.tokenizer!r}: "
+                             "set data.tokenizer=bpe (or data.tokenizer_file=null)")
+        if self.tokenizer == "bpe" and not self.tokenizer_file and self.vocab_size < MIN_BPE_VOCAB:
+            raise ValueError(f"data.vocab_size={self.vocab_size} is too small for a byte-level BPE: it needs "
+                             f">= {MIN_BPE_VOCAB} (256 byte symbols + <|endoftext|>)")
+        return self
 
 
 class ModelConfig(Section):
@@ -27,6 +43,9 @@ class ModelConfig(Section):
     dropout: float = Field(0.0, ge=0, lt=1)
     tie_embeddings: bool = True  # the output layer reuses the token embedding matrix
     bias: bool = False  # bias vectors in the linear layers (false: a little faster, as good)
+    # A checkpoint of this project (trained here, or made by convert_weights.py) to start from:
+    # all its weights, and its tokenizer (the sizes above must be its own)
+    pretrained: str | None = None
 
     @model_validator(mode="after")
     def _heads_divide_width(self):

@@ -1,133 +1,128 @@
-"""Text in, token blocks out: the corpus reader, the tokenizer and the train/eval split.
+"""Text in, token windows out: the tokenizer, the token file and the train/eval split.
 
-The tokenizer is tiny and data-derived (``char``: the sorted set of characters in the
-corpus; ``byte``: the 256 UTF-8 byte values), and it is saved in ``Data.meta``, so every
-checkpoint carries the vocabulary that evaluation and ``generate.py`` need.
+The corpus (``corpus.py``) is streamed in chunks through the tokenizer (``tokenizer.py``) into
+a token file cached by content (``tokenfile.py``): the first run tokenises, later runs with the
+same text and tokenizer start at once. The last ``data.eval_fraction`` of the tokens is held
+out. Windows of ``model.block_size + 1`` tokens are read from the memmap by index.
+The tokenizer is saved in ``Data.meta``, so every checkpoint carries what evaluation and
+``generate.py`` need.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ...engine.errors import DataError
 from ...engine.task import Data
+from .corpus import Corpus
+from .tokenfile import TokenFile, cache_key, cached_text, token_file
+from .tokenizer import Tokenizer
 
-DEFAULT_CORPUS = "Python's bundled pydoc text (pydoc_data.topics)"
+BPE_TRAIN_BYTES = 100 << 20  # a BPE learns its merges from at most the first 100 MB of the corpus
+
+__all__ = ["Tokenizer", "Windows", "blocks", "load_data", "load_eval_data"]  # Tokenizer: for generate.py
 
 
-class Tokenizer:
-    """Text <-> int32 ids, one id per character (``char``) or per UTF-8 byte (``byte``)."""
+class Windows:
+    """Windows of ``block_size + 1`` token ids (inputs, and the same shifted by one as targets),
+    ``block_size`` apart, over tokens [start, stop) of a token file: window i always starts at
+    token ``start + i * block_size``, so each index gives the same window every time (a
+    ``TrainSource``). Each token is a target exactly once."""
 
-    def __init__(self, kind: str, chars: str = ""):
-        self.kind = kind
-        self.chars = chars  # char: the vocabulary, sorted by code point; byte: unused
-        self._codes = np.array([ord(c) for c in chars], dtype=np.uint32)
+    def __init__(self, tokens: TokenFile, start: int, stop: int, block_size: int):
+        self.file, self.start, self.block_size = tokens, start, block_size
+        self.n = max(0, (stop - start - 1) // block_size)
 
-    @classmethod
-    def fit(cls, text: str, kind: str) -> Tokenizer:
-        return cls(kind, "".join(sorted(set(text))) if kind == "char" else "")
+    def __len__(self) -> int:
+        return self.n
 
-    @classmethod
-    def from_meta(cls, meta: dict[str, Any]) -> Tokenizer:
-        return cls(meta["tokenizer"]["kind"], meta["tokenizer"].get("chars", ""))
-
-    def to_meta(self) -> dict[str, Any]:
-        return {"kind": self.kind, "chars": self.chars}
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.chars) if self.kind == "char" else 256
-
-    def encode(self, text: str, source: str = "text") -> np.ndarray:
-        """``text`` -> int32 ids; characters outside the vocabulary are an error naming ``source``."""
-        if self.kind == "byte":
-            return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int32)
-        codes = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")  # one code point per character
-        ids = np.searchsorted(self._codes, codes).clip(0, max(len(self._codes) - 1, 0))
-        known = self._codes[ids] == codes if len(self._codes) else np.zeros(len(codes), bool)
-        if not known.all():
-            bad = sorted({chr(c) for c in codes[~known]})
-            shown = ", ".join(f"{c!r} (U+{ord(c):04X})" for c in bad[:3])
-            raise DataError(f"{source}: {len(bad)} character(s) not in the model's vocabulary of "
-                            f"{self.vocab_size} (the characters of its training text), e.g. {shown}")
-        return ids.astype(np.int32)
-
-    def decode(self, ids) -> str:
-        if self.kind == "byte":
-            return bytes(int(i) for i in ids).decode("utf-8", errors="replace")
-        return "".join(self.chars[int(i)] for i in ids)
+    def take(self, indices: np.ndarray) -> tuple[np.ndarray]:
+        """(len(indices), block_size + 1) int32 windows. The memmap is opened per call (as
+        nanoGPT does): pages read for earlier batches are not kept mapped by this process."""
+        offsets = self.start + np.asarray(indices, np.int64)[:, None] * self.block_size
+        return (self.file.tokens()[offsets + np.arange(self.block_size + 1)].astype(np.int32),)
 
 
 def load_data(cfg) -> Data:
-    """Read the corpus, fit the tokenizer, hold out the end of the text for evaluation and cut
-    the training part into blocks: column ``tokens`` (N, block_size + 1), inputs + shifted targets."""
-    text, source = read_corpus(cfg.data.path)
-    tokenizer = Tokenizer.fit(text, cfg.data.tokenizer)
-    block = cfg.model.block_size
-    split = len(text) - int(len(text) * cfg.data.eval_fraction)
-    train_ids, eval_ids = tokenizer.encode(text[:split], source), tokenizer.encode(text[split:], source)
-    if len(train_ids) + len(eval_ids) < block + 1:
-        raise DataError(f"{source}: {len(train_ids) + len(eval_ids)} tokens is shorter than one block of "
+    """Fit (or load) the tokenizer, tokenise the corpus once, split it: ``Data.train`` windows
+    of the first tokens, ``Data.eval`` windows of the last ``data.eval_fraction``."""
+    corpus, cache = Corpus(cfg.data.path), cache_dir(cfg)
+    return split(cfg, corpus, fit_tokenizer(cfg, corpus, cache), cache)
+
+
+def load_eval_data(cfg, meta: dict) -> Data:
+    """``eval.py``: the same split of ``data.path``, tokenised with the checkpoint's tokenizer."""
+    corpus = Corpus(cfg.data.path)
+    return split(cfg, corpus, Tokenizer.from_meta(meta), cache_dir(cfg))
+
+
+def cache_dir(cfg) -> Path:
+    """``data.cache_dir``, by default ``.cache`` inside ``output.dir`` (beside the runs)."""
+    return Path(cfg.data.cache_dir or Path(cfg.output.dir) / ".cache").expanduser()
+
+
+def fit_tokenizer(cfg, corpus: Corpus, cache: Path) -> Tokenizer:
+    """``model.pretrained``'s tokenizer, ``data.tokenizer_file``, or the tokenizer fitted to the
+    corpus (a ``char`` alphabet, a trained BPE), cached by the corpus digest and the settings
+    that shape it."""
+    d = cfg.data
+    if cfg.model.pretrained:
+        return pretrained_tokenizer(cfg)
+    if d.tokenizer_file:
+        return Tokenizer.from_file(d.tokenizer_file)
+    if d.tokenizer == "byte":
+        return Tokenizer("byte")
+    settings = [d.tokenizer] + ([str(d.vocab_size), str(BPE_TRAIN_BYTES)] if d.tokenizer == "bpe" else [])
+    path = cache / f"tokenizer-{cache_key(corpus.digest(), *settings)}.json"
+
+    def fit() -> str:
+        fitted = Tokenizer.fit(corpus.chunks(max_bytes=BPE_TRAIN_BYTES if d.tokenizer == "bpe" else None),
+                               d.tokenizer, d.vocab_size)
+        return json.dumps(fitted.to_meta(), ensure_ascii=False)
+
+    return Tokenizer.from_meta({"tokenizer": json.loads(cached_text(path, fit))})
+
+
+def pretrained_tokenizer(cfg) -> Tokenizer:
+    """The tokenizer ``model.pretrained`` was trained with: the data must use it as it is."""
+    from ...engine import checkpoint  # imports MindSpore (load_data runs after the runtime setup)
+
+    where = f"model.pretrained={cfg.model.pretrained}"
+    saved = Tokenizer.from_meta(checkpoint.read(cfg.model.pretrained)[1]["task_meta"])
+    if cfg.data.tokenizer != saved.kind:
+        raise DataError(f"data.tokenizer={cfg.data.tokenizer}: {where} uses a {saved.kind} tokenizer; "
+                        f"set data.tokenizer={saved.kind}")
+    if cfg.data.tokenizer_file:
+        given = Tokenizer.from_file(cfg.data.tokenizer_file)
+        if given.to_meta() != saved.to_meta():
+            raise DataError(f"data.tokenizer_file={cfg.data.tokenizer_file!r} ({given.vocab_size} tokens) is not the "
+                            f"tokenizer {where} was trained with ({saved.vocab_size} tokens)")
+    return saved
+
+
+def split(cfg, corpus: Corpus, tokenizer: Tokenizer, cache: Path) -> Data:
+    tokens = token_file(corpus, tokenizer, cache)
+    block, n = cfg.model.block_size, tokens.n
+    n_train = n - int(n * cfg.data.eval_fraction)
+    if n < block + 1:
+        raise DataError(f"{corpus.source}: {n} tokens is shorter than one block of "
                         f"model.block_size + 1 = {block + 1}; give more text or lower model.block_size")
-    if min(len(train_ids), len(eval_ids)) < block + 1:
-        raise DataError(f"{source}: too short to hold out data.eval_fraction={cfg.data.eval_fraction} and keep a "
-                        f"block of {block + 1} tokens on each side ({len(train_ids)} train, {len(eval_ids)} eval "
+    if min(n_train, n - n_train) < block + 1:
+        raise DataError(f"{corpus.source}: too short to hold out data.eval_fraction={cfg.data.eval_fraction} and "
+                        f"keep a block of {block + 1} tokens on each side ({n_train} train, {n - n_train} eval "
                         "tokens); give more text or lower model.block_size")
-    meta = {"tokenizer": tokenizer.to_meta(), "source": source,
-            # Token counts of the training text: the unigram baseline, and generate.py's first token.
-            "unigram_counts": np.bincount(train_ids, minlength=tokenizer.vocab_size).tolist()}
-    # Evaluation keeps its raw text: task.evaluate encodes it with the tokenizer of the meta it
-    # is given, which for a checkpoint is the training-time vocabulary.
-    return Data(train={"tokens": blocks(train_ids, block)}, eval={"text": text[split:]}, meta=meta)
+    meta = {"tokenizer": tokenizer.to_meta(), "source": corpus.source,
+            # Token counts of the training split: the unigram baseline, and generate.py's first token.
+            "unigram_counts": tokens.counts(n_train, tokenizer.vocab_size).tolist()}
+    return Data(train=Windows(tokens, 0, n_train, block), eval=Windows(tokens, n_train, n, block), meta=meta)
 
 
 def blocks(ids: np.ndarray, block_size: int) -> np.ndarray:
-    """Consecutive windows of ``block_size + 1`` tokens, ``block_size`` apart: (N, block_size + 1).
-    Each token is a target exactly once; the last token of a block starts the next one."""
+    """Consecutive windows of ``block_size + 1`` tokens of an in-memory ``ids`` (what ``Windows``
+    reads from the token file): (N, block_size + 1)."""
     n = (len(ids) - 1) // block_size
     index = np.arange(n)[:, None] * block_size + np.arange(block_size + 1)
     return ids[index].astype(np.int32)
-
-
-def read_corpus(path: str | None) -> tuple[str, str]:
-    """Return (text, where it came from). ``None``: the standard library's pydoc topics."""
-    if path is None:
-        return pydoc_text(), DEFAULT_CORPUS
-    root = Path(path)
-    if root.is_dir():
-        files = sorted(root.rglob("*.txt"))
-        if not files:
-            raise DataError(f"data.path={path!r}: the folder holds no .txt files")
-    elif root.is_file():
-        files = [root]
-    else:
-        raise DataError(f"data.path={path!r}: no such file or folder")
-    text = "\n".join(read_text_file(file) for file in files)
-    if not text.strip():
-        raise DataError(f"data.path={path!r}: the text is empty")
-    return text, f"data.path={path!r}"
-
-
-def read_text_file(file: Path) -> str:
-    raw = file.read_bytes()
-    if b"\x00" in raw:
-        raise DataError(f"{file}: a binary file (NUL bytes), not UTF-8 text")
-    try:
-        text = raw.decode("utf-8-sig")  # -sig: drop a byte-order mark if there is one
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{file}: not UTF-8 text (invalid byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
-                        "is it a binary file?") from None
-    return text.replace("\r\n", "\n")
-
-
-def pydoc_text() -> str:
-    """~465k characters of English prose about Python, shipped with CPython (PSF License)."""
-    try:
-        from pydoc_data.topics import topics
-    except ImportError:
-        raise DataError("data.path is null (Python's pydoc text) but this Python ships no pydoc_data; "
-                        "set data.path to a UTF-8 text file") from None
-    return "\n".join(topics[key] for key in sorted(topics))

@@ -8,9 +8,11 @@ import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn
 
+from ...engine import checkpoint
 from ...engine.arrays import budget
+from ...engine.errors import CheckpointError
 from ...engine.task import Comm, Data, Model, Task
-from .data import Tokenizer, load_data
+from .data import Tokenizer, load_data, load_eval_data
 from .model import GPT, LanguageModelLoss
 
 
@@ -21,20 +23,41 @@ def build_model(cfg, meta: dict, comm: Comm) -> Model:
     return Model(network=network, loss=LanguageModelLoss(network))
 
 
+# What a checkpoint's weights are shaped by: model.pretrained must agree on all of them.
+SHAPE_KEYS = ("arch", "block_size", "n_layer", "n_head", "d_model", "mlp_ratio", "tie_embeddings", "bias")
+
+
+def warm_start(network: nn.Cell, cfg) -> None:
+    """``model.pretrained``: start from every weight of a checkpoint of this project (e.g. GPT-2
+    imported by convert_weights.py, to continue training on your text). Its tokenizer comes
+    with it: ``data.fit_tokenizer`` takes the checkpoint's."""
+    if not cfg.model.pretrained:
+        return
+    params, meta = checkpoint.read(cfg.model.pretrained)
+    saved = meta["config"]["model"]
+    for key in SHAPE_KEYS:
+        if saved.get(key) != getattr(cfg.model, key):
+            raise CheckpointError(f"model.pretrained={cfg.model.pretrained} has model.{key}={saved.get(key)!r}, "
+                                  f"this config {getattr(cfg.model, key)!r}: set model.{key}={saved.get(key)}")
+    try:
+        checkpoint.restore(params, network)
+    except CheckpointError as exc:
+        raise CheckpointError(f"model.pretrained={cfg.model.pretrained}: {exc}") from None
+
+
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
     """Loss and perplexity per token over the held-out windows of the eval budget (windows of
-    ``model.block_size`` tokens, ``block_size`` apart), beside the perplexity of the unigram
-    baseline (training-text token frequencies) on the same tokens."""
+    ``model.block_size`` tokens, ``block_size`` apart, read from the token file), beside the
+    perplexity of the unigram baseline (training-split token counts) on the same tokens."""
     block = cfg.model.block_size
-    ids = eval_tokens(data, cfg)
-    windows = budget((len(ids) - 1) // block, cfg.eval.max_examples, cfg.seed)
+    windows = budget(len(data.eval), cfg.eval.max_examples, cfg.seed)
     # Compiled, the forward runs several times faster than eagerly; batches of one shape (the
     # last one zero-padded) compile once.
     forward = ms.jit(network.construct) if cfg.train.jit else network
     size = cfg.train.batch_size
     total, targets = 0.0, []
     for i in range(0, len(windows), size):
-        batch = ids[windows[i:i + size, None] * block + np.arange(block + 1)]  # (b, block + 1)
+        (batch,) = data.eval.take(windows[i:i + size])  # (b, block + 1)
         inputs = np.zeros((size, block), dtype=np.int32)
         inputs[:len(batch)] = batch[:, :-1]
         logits = forward(Tensor(inputs)).asnumpy()[:len(batch)].astype(np.float64)  # (b, T, vocab)
@@ -47,17 +70,6 @@ def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
     unigram_loss = -np.log(counts[targets] / counts.sum()).mean()
     return {"loss": float(loss), "perplexity": math.exp(loss), "unigram_ppl": math.exp(unigram_loss),
             "examples": len(windows)}
-
-
-def eval_tokens(data: Data, cfg) -> np.ndarray:
-    """The eval text as token ids of the meta's tokenizer (the training-time vocabulary, also
-    for a checkpoint), encoded once and kept in ``data.eval``: evaluation runs many times."""
-    tokenizer = data.meta["tokenizer"]
-    if data.eval.get("tokenizer") != tokenizer:
-        source = f"the eval split of data.path={cfg.data.path!r}" if cfg.data.path else "the eval split"
-        data.eval["ids"] = Tokenizer.from_meta(data.meta).encode(data.eval["text"], source)
-        data.eval["tokenizer"] = tokenizer
-    return data.eval["ids"]
 
 
 def _logsumexp(x: np.ndarray) -> np.ndarray:
@@ -81,4 +93,5 @@ def deploy_meta(meta: dict, cfg) -> dict:
 
 TASK = Task(name="nlp", load_data=load_data, build_model=build_model, evaluate=evaluate,
             monitor="loss", mode="min", exports=exports, deploy_meta=deploy_meta,
-            fixed_data=("tokenizer",))
+            fixed_data=("tokenizer", "tokenizer_file", "vocab_size"), load_eval_data=load_eval_data,
+            warm_start=warm_start)
