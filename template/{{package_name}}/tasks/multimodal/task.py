@@ -21,28 +21,31 @@ def build_model(cfg, meta: dict, comm: Comm) -> Model:
 
 def warm_start(network: nn.Cell, cfg) -> None:
     """``model.pretrained``: the image tower's backbone from a vision checkpoint (trained, or
-    imported by the vision task's convert_weights.py); the projection and the text tower stay fresh."""
-    path = cfg.model.pretrained
-    if not path:
+    imported by the vision task's convert_weights.py); the projection and the text tower stay
+    fresh. (The backbone then sees this task's image scaling, not the vision run's mean/std.)"""
+    if not cfg.model.pretrained:
         return
-    params, meta = checkpoint.read(path)
-    saved = meta["config"]
-    backbone = network.image_encoder.tower.backbone
-    fits = {"task": (saved.get("task"), "vision"), "model.arch": (saved["model"].get("arch"), cfg.model.image_tower),
+    try:
+        params, meta = checkpoint.read(cfg.model.pretrained, tasks=("vision",))
+        check_backbone_fits(meta, cfg)
+        # The vision Classifier's "backbone.*" is this network's "image_encoder.tower.backbone.*".
+        renamed = {f"image_encoder.tower.{name}": p for name, p in params.items() if name.startswith("backbone.")}
+        checkpoint.restore(renamed, network.image_encoder.tower.backbone)
+    except CheckpointError as exc:
+        raise CheckpointError(f"model.pretrained={cfg.model.pretrained}: {exc}") from None
+
+
+def check_backbone_fits(meta: dict, cfg) -> None:
+    saved, m = meta["config"], cfg.model
+    fits = {"task": (saved["task"], "vision"), "model.arch": (saved["model"].get("arch"), m.image_tower),
             "data.channels": (meta["task_meta"].get("channels"), cfg.data.channels)}
-    if cfg.model.image_tower == "small_cnn":  # the tower's fixed choices (see model.build_image_tower)
-        fits.update({"model.widths": (saved["model"].get("widths"), cfg.model.image_widths),
+    if m.image_tower == "small_cnn":  # the tower's fixed choices (see model.build_image_tower)
+        fits.update({"model.widths": (saved["model"].get("widths"), m.image_widths),
                      "model.blocks_per_stage": (saved["model"].get("blocks_per_stage"), 1),
                      "model.norm": (saved["model"].get("norm"), "group")})
     for key, (theirs, ours) in fits.items():
         if theirs != ours:
-            raise CheckpointError(f"model.pretrained={path}: its {key} is {theirs!r}, this image tower needs {ours!r}")
-    # The vision Classifier's "backbone.*" is this network's "image_encoder.tower.backbone.*".
-    renamed = {f"image_encoder.tower.{name}": p for name, p in params.items() if name.startswith("backbone.")}
-    try:
-        checkpoint.restore(renamed, backbone)
-    except CheckpointError as exc:
-        raise CheckpointError(f"model.pretrained={path}: {exc}") from None
+            raise CheckpointError(f"its {key} is {theirs!r}; this image tower needs {ours!r}")
 
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
