@@ -160,16 +160,18 @@ def build_image_tower(m, channels: int, image_size: int) -> nn.Cell:
     return BackboneImageTower(ResNet(m.image_tower, channels), m.embed_dim)
 
 
-def build_text_tower(m, vocab_size: int, max_tokens: int) -> nn.Cell:
-    if m.text_tower == "transformer":
-        return TransformerTextTower(vocab_size, max_tokens, m.text_width, m.text_layers, m.text_heads, m.embed_dim)
+def build_text_tower(m, meta: dict) -> nn.Cell:
+    vocab_size = len(meta["vocab"])
+    if m.text_tower == "transformer":  # positions for captions of up to data.max_tokens words
+        return TransformerTextTower(vocab_size, meta["max_tokens"], m.text_width, m.text_layers, m.text_heads,
+                                    m.embed_dim)
     return TextTower(vocab_size, m.text_width, m.text_hidden, m.embed_dim)
 
 
 def build_network(cfg, meta: dict) -> DualEncoder:
     m = cfg.model
     image = build_image_tower(m, meta["channels"], meta["image_size"])
-    text = build_text_tower(m, len(meta["vocab"]), meta["max_tokens"])
+    text = build_text_tower(m, meta)
     return DualEncoder(image, text, m.init_temperature)
 
 
