@@ -5,8 +5,11 @@ vocabulary (optionally tied to the token embedding).
 A few choices here are for speed on CPU, measured on MindSpore 2.10 (see the README):
 GELU written out as its tanh formula, q/k/v split with ``ops.split`` before the reshape to
 heads, K transposed once into (B, H, D, T) so the score matmul needs no transpose, and no
-bias vectors in the linear layers by default (``model.bias``; as nanoGPT, no worse without).
-The fused cross-entropy is in ``LanguageModelLoss`` below.
+bias vectors in the linear layers by default (``model.bias``; as nanoGPT, no worse without),
+and the tied head as one 2-D matmul. The fused cross-entropy is in ``LanguageModelLoss`` below.
+
+``GPT.prefill`` and ``GPT.step`` are the same computation split for incremental decoding
+with a key/value cache per layer (``generate.py``); training and export use ``construct``.
 
 With ``model.bias: true`` and a tied head this is GPT-2's computation exactly (``model.arch:
 gpt2``); ``convert_weights.py`` maps Hugging Face's names onto these.
