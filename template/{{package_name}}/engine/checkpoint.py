@@ -42,7 +42,9 @@ def save(path: Path, holders: Iterable[Any], meta: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def read(path: str | Path) -> tuple[dict[str, ms.Parameter], dict[str, Any]]:
+def read(path: str | Path, tasks: Iterable[str] = ()) -> tuple[dict[str, ms.Parameter], dict[str, Any]]:
+    """Weights and meta of a checkpoint of this project's task (or of one of ``tasks``: e.g. a
+    vision backbone for the multimodal image tower)."""
     path = Path(path)
     if path.is_dir():
         raise CheckpointError(f"checkpoint {path} is a folder; pass a .ckpt file, e.g. {path / 'best.ckpt'}")
@@ -56,7 +58,7 @@ def read(path: str | Path) -> tuple[dict[str, ms.Parameter], dict[str, Any]]:
         raise CheckpointError(f"{path} is corrupt or not a checkpoint written by this project "
                               "(its checksums or format do not match)") from None
     task = meta.get("config", {}).get("task")
-    if task not in available():
+    if task not in (*available(), *tasks):
         raise CheckpointError(f"{path} was trained for task {task!r}; this project's task is {', '.join(available())}")
     return params, meta
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, model_validator
 
 from ...engine.schema import Config, DataSection, Section
 
@@ -24,11 +24,28 @@ class DataConfig(DataSection):
 
 class ModelConfig(Section):
     embed_dim: int = Field(64, gt=0)  # size of the shared image-text space
-    image_tower: Literal["mlp", "cnn"] = "mlp"
-    image_widths: list[PositiveInt] = Field([256, 256], min_length=1)  # mlp: hidden widths; cnn: conv channels
-    text_width: int = Field(64, gt=0)  # word embedding size
-    text_hidden: int = Field(128, gt=0)  # hidden width of the MLP after mean pooling
+    # mlp, cnn: this task's own; small_cnn, resnet*: the vision task's backbones + a projection
+    image_tower: Literal["mlp", "cnn", "small_cnn", "resnet18", "resnet34", "resnet50"] = "mlp"
+    image_widths: list[PositiveInt] = Field([256, 256], min_length=1)  # mlp: hidden widths; cnn, small_cnn: channels
+    text_tower: Literal["bag", "transformer"] = "bag"  # bag of words + MLP | the LM's Transformer blocks
+    text_width: int = Field(64, gt=0)  # word embedding size (transformer: model width)
+    text_hidden: int = Field(128, gt=0)  # bag: hidden width of the MLP after mean pooling
+    text_layers: int = Field(2, gt=0)  # transformer: blocks
+    text_heads: int = Field(4, gt=0)  # transformer: attention heads
     init_temperature: float = Field(0.07, ge=0.01, le=1.0)  # softmax temperature at step 0 (learned)
+    # a vision checkpoint (trained, or made by the vision task's convert_weights.py) whose backbone
+    # starts the image tower; its model.arch must equal image_tower (small_cnn or resnet*)
+    pretrained: str | None = None
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self):
+        if self.pretrained and self.image_tower in ("mlp", "cnn"):
+            raise ValueError(f"model.pretrained: the {self.image_tower} image tower has no vision backbone to "
+                             "load; set model.image_tower to the checkpoint's model.arch")
+        if self.text_tower == "transformer" and self.text_width % self.text_heads:
+            raise ValueError(f"model.text_width={self.text_width} must be divisible by "
+                             f"model.text_heads={self.text_heads} (model.text_tower=transformer)")
+        return self
 
 
 class TaskConfig(Config):

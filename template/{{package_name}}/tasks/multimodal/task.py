@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 from mindspore import Tensor, nn
 
+from ...engine import checkpoint
 from ...engine.arrays import budget
+from ...engine.errors import CheckpointError
 from ...engine.image_files import predict_files
 from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
@@ -17,6 +19,35 @@ from .retrieval import embed_images, embed_texts, retrieval_metrics, zero_shot_a
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
     network = build_network(cfg, meta)
     return Model(network=network, loss=ContrastiveLoss(network, comm))
+
+
+def warm_start(network: nn.Cell, cfg) -> None:
+    """``model.pretrained``: the image tower's backbone from a vision checkpoint (trained, or
+    imported by the vision task's convert_weights.py); the projection and the text tower stay
+    fresh. (The backbone then sees this task's image scaling, not the vision run's mean/std.)"""
+    if not cfg.model.pretrained:
+        return
+    try:
+        params, meta = checkpoint.read(cfg.model.pretrained, tasks=("vision",))
+        check_backbone_fits(meta, cfg)
+        # The vision Classifier's "backbone.*" is this network's "image_encoder.tower.backbone.*".
+        renamed = {f"image_encoder.tower.{name}": p for name, p in params.items() if name.startswith("backbone.")}
+        checkpoint.restore(renamed, network.image_encoder.tower.backbone)
+    except CheckpointError as exc:
+        raise CheckpointError(f"model.pretrained={cfg.model.pretrained}: {exc}") from None
+
+
+def check_backbone_fits(meta: dict, cfg) -> None:
+    saved, m = meta["config"], cfg.model
+    fits = {"task": (saved["task"], "vision"), "model.arch": (saved["model"].get("arch"), m.image_tower),
+            "data.channels": (meta["task_meta"].get("channels"), cfg.data.channels)}
+    if m.image_tower == "small_cnn":  # the tower's fixed choices (see model.build_image_tower)
+        fits.update({"model.widths": (saved["model"].get("widths"), m.image_widths),
+                     "model.blocks_per_stage": (saved["model"].get("blocks_per_stage"), 1),
+                     "model.norm": (saved["model"].get("norm"), "group")})
+    for key, (theirs, ours) in fits.items():
+        if theirs != ours:
+            raise CheckpointError(f"its {key} is {theirs!r}; this image tower needs {ours!r}")
 
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
@@ -49,12 +80,13 @@ def exports(network: nn.Cell, meta: dict, cfg) -> dict:
 
 
 def capabilities(cfg) -> Capabilities:
-    return Capabilities(grad_accum="approximate",
-                        reason="contrastive loss: each micro-batch sees only its own negatives, so k micro-batches "
-                               "of b train like k batches of b, not like one batch of k*b (raise train.batch_size "
-                               "or add devices for more negatives)")
+    reason = ("contrastive loss: each micro-batch sees only its own negatives, so k micro-batches of b train like "
+              "k batches of b, not like one batch of k*b (raise train.batch_size or add devices for more negatives)")
+    if cfg.model.image_tower.startswith("resnet"):
+        reason += "; and the ResNet's BatchNorm statistics come from each micro-batch (under msrun, each rank's)"
+    return Capabilities(grad_accum="approximate", reason=reason)
 
 
 TASK = Task(name="multimodal", load_data=load_data, build_model=build_model, evaluate=evaluate,
-            monitor="i2t_r1", mode="max", exports=exports, capabilities=capabilities,
+            monitor="i2t_r1", mode="max", exports=exports, warm_start=warm_start, capabilities=capabilities,
             fixed_data=("image_size", "channels", "max_tokens"))

@@ -3,6 +3,7 @@
     python generate.py --prompt "The "                      # the newest run's best.ckpt
     python generate.py --checkpoint runs/<run>/best.ckpt --prompt "The " --max-new-tokens 300
     python generate.py --checkpoint runs/<run>/best.ckpt --temperature 0.8 --top-k 20 --seed 1
+    python generate.py --prompt "The " --no-cache           # no key/value cache: same text, slower
 
 The same checkpoint, prompt and --seed give the same text. The sampler is
 ``generate.py`` beside this module.
@@ -25,6 +26,9 @@ def main() -> NoReturn:
                    help="< 1 sharper, > 1 more random, 0 greedy (default: %(default)s)")
     p.add_argument("--top-k", type=int, default=None, help="sample only among the k most likely tokens")
     p.add_argument("--seed", type=int, default=0, help="same seed, same text (default: %(default)s)")
+    p.add_argument("--no-cache", dest="cache", action="store_false",
+                   help="encode the whole context for every token instead of reusing cached keys/values "
+                        "(same text, slower: for comparison)")
     args = p.parse_args()
     guarded(lambda: _generate(args))
 
@@ -36,5 +40,5 @@ def _generate(args: argparse.Namespace) -> None:
 
     trained = load_trained(checkpoint, args.overrides)
     text = sample(trained.network, trained.meta, trained.cfg.model.block_size, args.prompt,
-                  args.max_new_tokens, args.temperature, args.top_k, args.seed)
+                  args.max_new_tokens, args.temperature, args.top_k, args.seed, args.cache)
     print(args.prompt + text)

@@ -1,9 +1,20 @@
 """Sample text from a trained language model (the sampler behind ``generate.py``).
 
-The context window slides: once the text is longer than ``model.block_size`` tokens the
-model sees the last ``block_size`` of them. An empty prompt starts from a first token drawn
-from the training text's token frequencies. Sampling uses NumPy's generator seeded with
-``--seed``, so the same checkpoint, prompt and seed give the same text.
+Decoding is incremental: the prompt is encoded once ("prefill"), then every new token is one
+step of a single position that reuses the keys and values of the earlier positions, kept in
+a cache per layer (``GPT.prefill`` / ``GPT.step``). The caches have the fixed length
+``model.block_size``, so each of the two functions compiles to one static-shape graph.
+
+The context window: the model sees the whole text while it fits in ``block_size`` tokens.
+When it no longer fits (learned positions cannot slide token by token under a cache), the
+window jumps: it restarts from the last ``block_size // 2`` tokens, encoded again in one
+prefill, and grows token by token until it is full again (``window_start``). A prompt longer
+than the window is cut the same way. ``cache=False`` (``generate.py --no-cache``) encodes the
+whole window again for every token, with the same windows: the same tokens, slower.
+
+An empty prompt starts from a first token drawn from the training text's token frequencies.
+Sampling uses NumPy's generator seeded with ``--seed``, so the same checkpoint, prompt and
+seed give the same text, with or without the cache.
 """
 
 from __future__ import annotations
@@ -14,36 +25,81 @@ from ...engine.errors import UserError
 
 
 def sample(network, meta: dict, block_size: int, prompt: str = "", max_new_tokens: int = 200,
-           temperature: float = 1.0, top_k: int | None = None, seed: int = 0) -> str:
+           temperature: float = 1.0, top_k: int | None = None, seed: int = 0, cache: bool = True) -> str:
     """Return ``max_new_tokens`` new tokens, decoded (the prompt is not repeated)."""
-    import mindspore as ms  # here, not at the top: bad arguments are refused before the slow import
-
     from .data import Tokenizer
 
     check_settings(max_new_tokens, temperature, top_k)
     tokenizer = Tokenizer.from_meta(meta)
     ids = tokenizer.encode(prompt, "--prompt").tolist()
-    if len(ids) > block_size:
-        raise UserError(f"--prompt is {len(ids)} tokens, longer than the model's context of "
-                        f"model.block_size={block_size}; shorten it")
     rng = np.random.default_rng(seed)
-    # Always feed (1, block_size), the context left-aligned and zero-padded on the right: causal
-    # attention keeps the padding out of the real positions, and one fixed shape lets ms.jit
-    # compile the forward once (about 30x faster per token than running it eagerly).
-    forward = ms.jit(network.construct)
-    window = np.zeros((1, block_size), dtype=np.int32)
+    next_logits = (CachedDecoder if cache else WindowDecoder)(network, block_size)
     new: list[int] = []
     for _ in range(max_new_tokens):
         if ids:
-            context = ids[-block_size:]
-            window[0, :len(context)] = context
-            logits = forward(ms.Tensor(window)).asnumpy()[0, len(context) - 1].astype(np.float64)  # (vocab,)
+            logits = next_logits(ids).astype(np.float64)  # (vocab,)
         else:  # nothing to condition on: the training text's token frequencies
             logits = np.log(np.asarray(meta["unigram_counts"], dtype=np.float64) + 1.0)
         token = pick(logits, temperature, top_k, rng)
         ids.append(token)
         new.append(token)
     return tokenizer.decode(new)
+
+
+def window_start(n: int, block_size: int) -> int:
+    """Index of the first of ``n`` tokens the model sees: 0 while they fit; past that the window
+    holds ``keep`` .. ``block_size`` tokens, restarting at ``keep`` each time it overflows."""
+    if n <= block_size:
+        return 0
+    keep = max(1, block_size // 2)
+    return n - keep - (n - block_size - 1) % (block_size - keep + 1)
+
+
+class CachedDecoder:
+    """Logits of the token after ``ids``, one cached step per call while the window grows."""
+
+    def __init__(self, network, block_size: int):
+        import mindspore as ms  # here, not at the top: bad arguments are refused before the slow import
+
+        self.ms, self.block_size = ms, block_size
+        self.prefill, self.step = ms.jit(network.prefill), ms.jit(network.step)
+        self.start, self.caches = None, None
+
+    def __call__(self, ids: list[int]) -> np.ndarray:
+        ms = self.ms
+        start = window_start(len(ids), self.block_size)
+        if start != self.start:  # a new window: encode it in one pass and keep its keys and values
+            context = ids[start:]
+            window = np.zeros((1, self.block_size), dtype=np.int32)  # right-padded: causal attention ignores it
+            window[0, :len(context)] = context
+            logits, keys, values = self.prefill(ms.Tensor(window))
+            self.start, self.caches = start, (keys, values)
+            return logits.asnumpy()[0, len(context) - 1]
+        # One more token than last call: run just it, at its position in the window. mutable():
+        # a tuple of tensors is otherwise a constant to ms.jit, recompiled on every call.
+        keys, values = (ms.mutable(c) for c in self.caches)
+        position = ms.Tensor([len(ids) - 1 - start], ms.int32)
+        logits, keys, values = self.step(ms.Tensor([[ids[-1]]], ms.int32), position, keys, values)
+        self.caches = (keys, values)
+        return logits.asnumpy()[0, 0]
+
+
+class WindowDecoder:
+    """Logits of the token after ``ids``, the whole window encoded again on every call."""
+
+    def __init__(self, network, block_size: int):
+        import mindspore as ms
+
+        self.ms, self.block_size = ms, block_size
+        # Always (1, block_size), zero-padded on the right: one shape, compiled once (about 30x
+        # faster per token than running the forward eagerly).
+        self.forward = ms.jit(network.construct)
+
+    def __call__(self, ids: list[int]) -> np.ndarray:
+        context = ids[window_start(len(ids), self.block_size):]
+        window = np.zeros((1, self.block_size), dtype=np.int32)
+        window[0, :len(context)] = context
+        return self.forward(self.ms.Tensor(window)).asnumpy()[0, len(context) - 1]
 
 
 def check_settings(max_new_tokens: int, temperature: float, top_k: int | None) -> None:

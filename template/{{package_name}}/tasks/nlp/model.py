@@ -5,8 +5,11 @@ vocabulary (optionally tied to the token embedding).
 A few choices here are for speed on CPU, measured on MindSpore 2.10 (see the README):
 GELU written out as its tanh formula, q/k/v split with ``ops.split`` before the reshape to
 heads, K transposed once into (B, H, D, T) so the score matmul needs no transpose, and no
-bias vectors in the linear layers by default (``model.bias``; as nanoGPT, no worse without).
-The fused cross-entropy is in ``LanguageModelLoss`` below.
+bias vectors in the linear layers by default (``model.bias``; as nanoGPT, no worse without),
+and the tied head as one 2-D matmul. The fused cross-entropy is in ``LanguageModelLoss`` below.
+
+``GPT.prefill`` and ``GPT.step`` are the same computation split for incremental decoding
+with a key/value cache per layer (``generate.py``); training and export use ``construct``.
 
 With ``model.bias: true`` and a tied head this is GPT-2's computation exactly (``model.arch:
 gpt2``); ``convert_weights.py`` maps Hugging Face's names onto these.
@@ -42,16 +45,38 @@ class CausalSelfAttention(nn.Cell):
         self.future = Tensor(np.triu(np.ones((block_size, block_size), dtype=bool), k=1))
 
     def construct(self, x):  # (B, T, C) -> (B, T, C)
+        q, k, v = self.heads(x)
+        t = x.shape[1]
+        return self.attend(q, k, v, self.future[:t, :t])
+
+    def heads(self, x):  # (B, T, C) -> q (B, H, T, D), k (B, H, D, T): already transposed, v (B, H, T, D)
         b, t, c = x.shape
         q, k, v = ops.split(self.qkv(x), c, axis=-1)  # 3 x (B, T, C)
-        q = q.reshape(b, t, self.n_head, self.d_head).transpose(0, 2, 1, 3)  # (B, H, T, D)
-        k = k.reshape(b, t, self.n_head, self.d_head).transpose(0, 2, 3, 1)  # (B, H, D, T): K already transposed
-        v = v.reshape(b, t, self.n_head, self.d_head).transpose(0, 2, 1, 3)  # (B, H, T, D)
-        scores = ops.matmul(q, k) * self.scale  # (B, H, T, T)
-        scores = ops.masked_fill(scores, self.future[:t, :t], float("-inf"))
+        q = q.reshape(b, t, self.n_head, self.d_head).transpose(0, 2, 1, 3)
+        k = k.reshape(b, t, self.n_head, self.d_head).transpose(0, 2, 3, 1)
+        v = v.reshape(b, t, self.n_head, self.d_head).transpose(0, 2, 1, 3)
+        return q, k, v
+
+    def attend(self, q, k, v, hidden):  # hidden: True where a query may not look (broadcasts to the scores)
+        scores = ops.matmul(q, k) * self.scale  # (B, H, Tq, Tk)
+        scores = ops.masked_fill(scores, hidden, float("-inf"))
         weights = self.attn_drop(ops.softmax(scores, axis=-1))
-        y = ops.matmul(weights, v).transpose(0, 2, 1, 3).reshape(b, t, c)  # heads side by side again
+        b, _, t, _ = q.shape
+        y = ops.matmul(weights, v).transpose(0, 2, 1, 3).reshape(b, t, -1)  # heads side by side again
         return self.resid_drop(self.proj(y))
+
+    def prefill(self, x):  # (B, T, C) -> output (B, T, C) and this layer's keys and values to cache
+        q, k, v = self.heads(x)
+        t = x.shape[1]
+        return self.attend(q, k, v, self.future[:t, :t]), k, v
+
+    def step(self, x, k_cache, v_cache, slot, hidden):  # x (B, 1, C): the token at position ``pos``
+        """One new position against the cache: its key and value are written into slot ``pos``
+        (``slot`` is the one-hot (T,) mask of it), positions after ``pos`` are ``hidden``."""
+        q, k, v = self.heads(x)  # q, v (B, H, 1, D), k (B, H, D, 1)
+        k_cache = ops.where(slot, k, k_cache)  # (B, H, D, T)
+        v_cache = ops.where(slot.reshape(-1, 1), v, v_cache)  # (B, H, T, D)
+        return self.attend(q, k_cache, v_cache, hidden), k_cache, v_cache
 
 
 class MLP(nn.Cell):
@@ -80,6 +105,16 @@ class Block(nn.Cell):
         x = x + self.attn(self.ln1(x))
         return x + self.mlp(self.ln2(x))
 
+    def prefill(self, x):
+        y, k, v = self.attn.prefill(self.ln1(x))
+        x = x + y
+        return x + self.mlp(self.ln2(x)), k, v
+
+    def step(self, x, k_cache, v_cache, slot, hidden):
+        y, k_cache, v_cache = self.attn.step(self.ln1(x), k_cache, v_cache, slot, hidden)
+        x = x + y
+        return x + self.mlp(self.ln2(x)), k_cache, v_cache
+
 
 class GPT(nn.Cell):
     def __init__(self, vocab_size: int, block_size: int, n_layer: int, n_head: int, d_model: int,
@@ -93,17 +128,54 @@ class GPT(nn.Cell):
         self.blocks = nn.SequentialCell([Block(d_model, n_head, block_size, mlp_ratio, dropout, proj_std, bias)
                                          for _ in range(n_layer)])
         self.ln_f = nn.LayerNorm((d_model,), epsilon=LN_EPS)
-        self.tied = tie_embeddings
+        self.tied, self.block_size = tie_embeddings, block_size
+        self.matmul_transposed = ops.MatMul(transpose_b=True)
         self.head = nn.Identity() if tie_embeddings else nn.Dense(d_model, vocab_size, has_bias=False,
                                                                   weight_init=Normal(0.02))
 
     def construct(self, tokens):  # (B, T) int32, T <= block_size -> logits (B, T, vocab)
         t = tokens.shape[1]
         x = self.drop(self.token_embedding(tokens) + self.position_embedding[:t])  # (B, T, C)
-        x = self.ln_f(self.blocks(x))
-        if self.tied:  # (B, T, C) @ (C, vocab); the cast matters only under mixed precision
-            return ops.matmul(x, self.token_embedding.embedding_table.astype(x.dtype).T)
-        return self.head(x)
+        return self.logits(self.blocks(x))
+
+    def logits(self, x):  # (B, T, C) -> (B, T, vocab)
+        x = self.ln_f(x)
+        if not self.tied:
+            return self.head(x)
+        # (B*T, C) x (vocab, C)^T as one 2-D product with transpose_b: ops.matmul(x, table.T)
+        # on the 3-D x copied the transposed table and broadcast it per call (8k vocab, d=256:
+        # a one-token step took 25 ms instead of 4). The cast matters only under mixed precision.
+        b, t, c = x.shape
+        table = self.token_embedding.embedding_table.astype(x.dtype)  # (vocab, C)
+        return self.matmul_transposed(x.reshape(b * t, c), table).reshape(b, t, -1)
+
+    # Incremental decoding (generate.py). The key/value caches have a fixed length of
+    # block_size, so each of the two functions below compiles to one static-shape graph.
+
+    def prefill(self, tokens):  # (B, T) -> logits (B, T, vocab), keys and values of every layer
+        """The forward pass of ``construct`` that also returns each layer's keys (B, H, D, T)
+        and values (B, H, T, D): with T = block_size they are the caches for ``step``."""
+        t = tokens.shape[1]
+        x = self.drop(self.token_embedding(tokens) + self.position_embedding[:t])
+        keys, values = (), ()
+        for block in self.blocks:
+            x, k, v = block.prefill(x)
+            keys += (k,)
+            values += (v,)
+        return self.logits(x), keys, values
+
+    def step(self, token, pos, keys, values):  # token (B, 1) int32 at position pos ((1,) int32)
+        """Logits (B, 1, vocab) of the next token and the caches with position ``pos`` filled in;
+        only positions 0..pos are attended to (later cache slots hold stale or padding values)."""
+        positions = ops.arange(self.block_size, dtype=ms.int32)
+        slot, hidden = positions == pos, positions > pos  # (T,) each
+        x = self.token_embedding(token) + ops.gather(self.position_embedding, pos, 0)  # (B, 1, C)
+        new_keys, new_values = (), ()
+        for i, block in enumerate(self.blocks):
+            x, k_cache, v_cache = block.step(x, keys[i], values[i], slot, hidden)
+            new_keys += (k_cache,)
+            new_values += (v_cache,)
+        return self.logits(x), new_keys, new_values
 
 
 class LanguageModelLoss(nn.Cell):
