@@ -89,7 +89,9 @@ class LM(nn.Module):
 
 
 def nlp(cfg: dict):
-    vocab, m, b = 100, cfg["model"], cfg["train"]["batch_size"]  # the pydoc text has ~100 characters
+    # The pydoc text has ~100 characters; a BPE vocabulary has data.vocab_size tokens.
+    vocab = cfg["data"]["vocab_size"] if cfg["data"].get("tokenizer") == "bpe" else 100
+    m, b = cfg["model"], cfg["train"]["batch_size"]
     tokens = torch.randint(0, vocab, (b, m["block_size"] + 1))
 
     def loss_fn(logits, targets):
