@@ -35,7 +35,7 @@ def decode(decoder, prompt: list[int], tokens: int) -> tuple[list[int], float]:
     start = time.perf_counter()
     for _ in range(tokens):
         ids.append(int(decoder(ids).argmax()))
-    return ids[len(prompt):], time.perf_counter() - start
+    return ids[len(prompt) :], time.perf_counter() - start
 
 
 def inner(package: str, tokens: int, repeats: int) -> None:
@@ -51,7 +51,10 @@ def inner(package: str, tokens: int, repeats: int) -> None:
         network = model.GPT(vocab, block, n_layer, n_head, d_model, bias=arch == "gpt2")
         network.set_train(False)
         prompt = np.random.default_rng(0).integers(0, vocab, size=16).tolist()
-        decoders = {"cached": generate.CachedDecoder(network, block), "uncached": generate.WindowDecoder(network, block)}
+        decoders = {
+            "cached": generate.CachedDecoder(network, block),
+            "uncached": generate.WindowDecoder(network, block),
+        }
         for decoder in decoders.values():  # warm-up: compiles prefill, step and the full forward
             decode(decoder, prompt, block + 2)
         seconds: dict[str, list[float]] = {key: [] for key in decoders}
@@ -62,8 +65,10 @@ def inner(package: str, tokens: int, repeats: int) -> None:
                 seconds[key].append(elapsed)
         same = "same tokens" if outputs["cached"] == outputs["uncached"] else "TOKENS DIFFER"
         rate = {key: tokens / statistics.median(values) for key, values in seconds.items()}
-        print(f"{name:<40} {rate['cached']:12.0f} {rate['uncached']:15.0f} {rate['cached'] / rate['uncached']:8.1f}x"
-              f"  ({same})")
+        print(
+            f"{name:<40} {rate['cached']:12.0f} {rate['uncached']:15.0f} {rate['cached'] / rate['uncached']:8.1f}x"
+            f"  ({same})"
+        )
 
 
 def main() -> None:
@@ -76,11 +81,41 @@ def main() -> None:
         return inner(args.inner, args.tokens, args.repeats)
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / "bench-decode"
-        subprocess.run([sys.executable, "-m", "msscaffold", "new", str(project), "--task", "nlp", "--template",
-                        str(REPO), "--vcs-ref", "HEAD", "--no-git", "-d", "project_name=bench-decode"],
-                       check=True, capture_output=True, stdin=subprocess.DEVNULL)
-        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--inner", "bench_decode", "--tokens",
-                        str(args.tokens), "--repeats", str(args.repeats)], cwd=project, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "msscaffold",
+                "new",
+                str(project),
+                "--task",
+                "nlp",
+                "--template",
+                str(REPO),
+                "--vcs-ref",
+                "HEAD",
+                "--no-git",
+                "-d",
+                "project_name=bench-decode",
+            ],
+            check=True,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+        )
+        subprocess.run(
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--inner",
+                "bench_decode",
+                "--tokens",
+                str(args.tokens),
+                "--repeats",
+                str(args.repeats),
+            ],
+            cwd=project,
+            check=True,
+        )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,22 @@ REPO = Path(__file__).resolve().parents[1]
 
 def generate(root: Path, ref: str, name: str) -> Path:
     dest = root / name
-    cmd = [sys.executable, "-m", "msscaffold", "new", str(dest), "--task", "vision", "--template", str(REPO),
-           "--vcs-ref", ref, "--no-git", "-d", f"project_name={name}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "msscaffold",
+        "new",
+        str(dest),
+        "--task",
+        "vision",
+        "--template",
+        str(REPO),
+        "--vcs-ref",
+        ref,
+        "--no-git",
+        "-d",
+        f"project_name={name}",
+    ]
     subprocess.run(cmd, check=True, capture_output=True, stdin=subprocess.DEVNULL)
     return dest
 
@@ -49,7 +63,9 @@ def write_folder(root: Path, n: int, size: int = 160, classes: int = 10) -> Path
     for i in range(n):
         label = i % classes
         (folder / f"class_{label}").mkdir(parents=True, exist_ok=True)
-        base = np.stack([np.outer(ramp, ramp), np.outer(ramp[::-1], ramp), np.full((size, size), label / classes)], -1)
+        base = np.stack(
+            [np.outer(ramp, ramp), np.outer(ramp[::-1], ramp), np.full((size, size), label / classes)], -1
+        )
         pixels = np.clip(base * 200 + rng.normal(0, 20, (size, size, 3)), 0, 255).astype(np.uint8)
         Image.fromarray(pixels).save(folder / f"class_{label}" / f"{i:05d}.jpg", quality=90)
     return folder
@@ -57,8 +73,15 @@ def write_folder(root: Path, n: int, size: int = 160, classes: int = 10) -> Path
 
 def train_run(project: Path, overrides: list[str]) -> dict:
     """Peak RSS (MB), wall time and seconds from start to the first logged step of ``train.py``."""
-    args = [sys.executable, "train.py", "--set", "train.log_every=1", "--set", "output.plot=false",
-            *[a for o in overrides for a in ("--set", o)]]
+    args = [
+        sys.executable,
+        "train.py",
+        "--set",
+        "train.log_every=1",
+        "--set",
+        "output.plot=false",
+        *[a for o in overrides for a in ("--set", o)],
+    ]
     start = time.perf_counter()
     proc = subprocess.Popen(args, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     first = None
@@ -72,8 +95,13 @@ def train_run(project: Path, overrides: list[str]) -> dict:
 
 
 def child(project: Path, *args: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--worker", *args], cwd=project, capture_output=True,
-                         text=True, timeout=1800)
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if out.returncode:
         raise SystemExit(f"worker failed in {project}: {out.stderr.strip()[-500:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -93,19 +121,36 @@ def pipeline_worker(folder: str, workers: int, augment: str) -> None:
     model. ``augment=native``: MindSpore's own ImageFolderDataset with the same C++ ops as our
     unaugmented path (resize the shorter side, centre crop, normalise), the ceiling to compare with."""
     mod = load_project()
-    cfg = mod("engine.config").load_config("config/config.yaml", [
-        f"data.path={folder}", "data.image_size=128", "data.channels=3", f"data.workers={workers}",
-        f"data.augment={'none' if augment == 'native' else augment}", "data.mean=[0.5]", "data.std=[0.25]"])
+    cfg = mod("engine.config").load_config(
+        "config/config.yaml",
+        [
+            f"data.path={folder}",
+            "data.image_size=128",
+            "data.channels=3",
+            f"data.workers={workers}",
+            f"data.augment={'none' if augment == 'native' else augment}",
+            "data.mean=[0.5]",
+            "data.std=[0.25]",
+        ],
+    )
     mod("engine.runtime").setup(cfg)
     if augment == "native":
         import mindspore.dataset as ds
         from mindspore.dataset import vision
 
-        ops = [vision.Decode(), vision.Resize(128), vision.CenterCrop(128),
-               vision.Normalize([127.5] * 3, [63.75] * 3), vision.HWC2CHW()]
+        ops = [
+            vision.Decode(),
+            vision.Resize(128),
+            vision.CenterCrop(128),
+            vision.Normalize([127.5] * 3, [63.75] * 3),
+            vision.HWC2CHW(),
+        ]
         dataset = ds.ImageFolderDataset(folder, num_parallel_workers=workers, shuffle=True)
-        iterator = iter(dataset.map(ops, ["image"], num_parallel_workers=workers).batch(64, drop_remainder=True)
-                        .create_tuple_iterator(output_numpy=True, num_epochs=1))
+        iterator = iter(
+            dataset.map(ops, ["image"], num_parallel_workers=workers)
+            .batch(64, drop_remainder=True)
+            .create_tuple_iterator(output_numpy=True, num_epochs=1)
+        )
     else:
         data = mod("tasks.vision.data").load_data(cfg)
         iterator = mod("engine.data").Batches(data.train, 64, cfg.seed, workers=workers).epoch(0)
@@ -119,8 +164,10 @@ def pipeline_worker(folder: str, workers: int, augment: str) -> None:
 def step_worker(steps: int) -> None:
     """ms per optimizer step of the default config, fed by the trainer's own batch iterator."""
     mod = load_project()
-    cfg = mod("engine.config").load_config("config/config.yaml", [
-        "output.plot=false", f"output.dir={tempfile.mkdtemp()}", "train.log_every=1000"])
+    cfg = mod("engine.config").load_config(
+        "config/config.yaml",
+        ["output.plot=false", f"output.dir={tempfile.mkdtemp()}", "train.log_every=1000"],
+    )
     trainer = mod("engine.trainer").Trainer(cfg, mod("tasks").get_task("vision"))
     trainer._hook("on_train_begin")  # as fit() does before the first step
     trainer.tick = time.perf_counter()
@@ -143,7 +190,9 @@ def main() -> None:
     p.add_argument("--baseline", default="main", help="git ref for the digits step-time comparison")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--parts", nargs="+", choices=["train", "pipeline", "steps"], default=["train", "pipeline", "steps"])
+    p.add_argument(
+        "--parts", nargs="+", choices=["train", "pipeline", "steps"], default=["train", "pipeline", "steps"]
+    )
     args = p.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as tmp:
@@ -160,22 +209,45 @@ def main() -> None:
 
 def train_table(ours: Path, folders: dict, sizes: list[int], root: Path) -> None:
     """Peak RSS and time to first step of train.py, 30 steps, at each N, and their ratio."""
-    runs = {n: train_run(ours, [f"data.path={folders[n]}", "data.image_size=128", "data.channels=3",
-                                "train.max_steps=30", f"output.dir={root / 'runs'}"]) for n in sizes}
+    runs = {
+        n: train_run(
+            ours,
+            [
+                f"data.path={folders[n]}",
+                "data.image_size=128",
+                "data.channels=3",
+                "train.max_steps=30",
+                f"output.dir={root / 'runs'}",
+            ],
+        )
+        for n in sizes
+    }
     small, big = (runs[n] for n in sizes)
     print("| | " + " | ".join(f"N = {n:,}" for n in sizes) + " | ratio |\n|---|---|---|---|")
-    for key, label in (("rss_mb", "peak RSS of train.py, 30 steps (MB)"), ("first_step_s", "time to first step (s)"),
-                       ("wall_s", "wall, incl. final eval (s)")):
+    for key, label in (
+        ("rss_mb", "peak RSS of train.py, 30 steps (MB)"),
+        ("first_step_s", "time to first step (s)"),
+        ("wall_s", "wall, incl. final eval (s)"),
+    ):
         print(f"| {label} | {small[key]:.1f} | {big[key]:.1f} | {big[key] / small[key]:.2f} |")
 
 
 def pipeline_speed(ours: Path, folder: Path, n: int, repeats: int) -> None:
-    print(f"\ninput pipeline alone, images/s (N = {n:,}, 128x128, batch 64, best of {repeats}):\n"
-          "| pipeline | workers=1 | workers=2 | ratio |\n|---|---|---|---|")
-    for augment, label in (("crop_flip", "ours, crop + flip (train default)"), ("none", "ours, no augmentation"),
-                           ("native", "ImageFolderDataset, same ops")):
-        speed = {w: max(child(ours, "pipeline", str(folder), str(w), augment)["images_per_s"] for _ in range(repeats))
-                 for w in (1, 2)}
+    print(
+        f"\ninput pipeline alone, images/s (N = {n:,}, 128x128, batch 64, best of {repeats}):\n"
+        "| pipeline | workers=1 | workers=2 | ratio |\n|---|---|---|---|"
+    )
+    for augment, label in (
+        ("crop_flip", "ours, crop + flip (train default)"),
+        ("none", "ours, no augmentation"),
+        ("native", "ImageFolderDataset, same ops"),
+    ):
+        speed = {
+            w: max(
+                child(ours, "pipeline", str(folder), str(w), augment)["images_per_s"] for _ in range(repeats)
+            )
+            for w in (1, 2)
+        }
         print(f"| {label} | {speed[1]:,.0f} | {speed[2]:,.0f} | {speed[2] / speed[1]:.2f} |")
 
 
@@ -185,8 +257,10 @@ def step_time(ours: Path, base: Path, args) -> None:
         steps["base"].append(child(base, "step", str(args.steps))["ms_per_step"])
         steps["ours"].append(child(ours, "step", str(args.steps))["ms_per_step"])
     a, b = min(steps["base"]), min(steps["ours"])
-    print(f"\ndefault digits run, ms/step (median, best of {args.repeats}): {args.baseline} {a:.2f}, "
-          f"this tree {b:.2f}; speed ratio {a / b:.2f}")
+    print(
+        f"\ndefault digits run, ms/step (median, best of {args.repeats}): {args.baseline} {a:.2f}, "
+        f"this tree {b:.2f}; speed ratio {a / b:.2f}"
+    )
 
 
 if __name__ == "__main__":
