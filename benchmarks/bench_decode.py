@@ -66,8 +66,8 @@ def inner(package: str, tokens: int, repeats: int) -> None:
         same = "same tokens" if outputs["cached"] == outputs["uncached"] else "TOKENS DIFFER"
         rate = {key: tokens / statistics.median(values) for key, values in seconds.items()}
         print(
-            f"{name:<40} {rate['cached']:12.0f} {rate['uncached']:15.0f} {rate['cached'] / rate['uncached']:8.1f}x"
-            f"  ({same})"
+            f"{name:<40} {rate['cached']:12.0f} {rate['uncached']:15.0f}"
+            f" {rate['cached'] / rate['uncached']:8.1f}x  ({same})"
         )
 
 
