@@ -98,4 +98,3 @@ def list_folder(root: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
     if not files:
         raise DataError(f"data.path={str(root)!r} holds no images ({', '.join(sorted(STREAM_SUFFIXES))})")
     return np.asarray(files), np.asarray(labels, np.int32), classes
-
