@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from render import render
+
 SHAPES = {  # name: (arch, vocab, block_size, n_layer, n_head, d_model)
     "default gpt 2x128, ctx 64, vocab 100": ("gpt", 100, 64, 2, 4, 128),
     "gpt2-shaped 4x256, ctx 128, vocab 8k": ("gpt2", 8192, 128, 4, 4, 256),
@@ -81,27 +82,7 @@ def main() -> None:
         return inner(args.inner, args.tokens, args.repeats)
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / "bench-decode"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "msscaffold",
-                "new",
-                str(project),
-                "--task",
-                "nlp",
-                "--template",
-                str(REPO),
-                "--vcs-ref",
-                "HEAD",
-                "--no-git",
-                "-d",
-                "project_name=bench-decode",
-            ],
-            check=True,
-            capture_output=True,
-            stdin=subprocess.DEVNULL,
-        )
+        render(project, "nlp")
         subprocess.run(
             [
                 sys.executable,

@@ -28,30 +28,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-REPO = Path(__file__).resolve().parents[1]
+from render import render
 
 
 def generate(task: str, root: Path) -> tuple[Path, str]:
     dest, package = Path(tempfile.mkdtemp(dir=root)) / f"bench-{task}", f"bench_{task}"
-    if not dest.exists():
-        cmd = [
-            sys.executable,
-            "-m",
-            "msscaffold",
-            "new",
-            str(dest),
-            "--task",
-            task,
-            "--template",
-            str(REPO),
-            "--vcs-ref",
-            "HEAD",
-            "--no-git",
-            "-d",
-            f"project_name=bench-{task}",
-        ]
-        subprocess.run(cmd, check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    render(dest, task)
     return dest, package
 
 

@@ -23,30 +23,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-REPO = Path(__file__).resolve().parents[1]
+from render import render
 
 
 def generate(root: Path, name: str, ref: str) -> Path:
-    dest = root / name
-    cmd = [
-        sys.executable,
-        "-m",
-        "msscaffold",
-        "new",
-        str(dest),
-        "--task",
-        "nlp",
-        "--template",
-        str(REPO),
-        "--vcs-ref",
-        ref,
-        "--no-git",
-        "-d",
-        f"project_name={name}",
-    ]
-    subprocess.run(cmd, check=True, capture_output=True, stdin=subprocess.DEVNULL)
-    return dest
+    return render(root / name, "nlp", ref)
 
 
 def write_corpus(file: Path, megabytes: float, seed: int = 0) -> None:

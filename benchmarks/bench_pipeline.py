@@ -27,30 +27,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-REPO = Path(__file__).resolve().parents[1]
+from render import render
 
 
 def generate(root: Path, ref: str, name: str) -> Path:
-    dest = root / name
-    cmd = [
-        sys.executable,
-        "-m",
-        "msscaffold",
-        "new",
-        str(dest),
-        "--task",
-        "vision",
-        "--template",
-        str(REPO),
-        "--vcs-ref",
-        ref,
-        "--no-git",
-        "-d",
-        f"project_name={name}",
-    ]
-    subprocess.run(cmd, check=True, capture_output=True, stdin=subprocess.DEVNULL)
-    return dest
+    return render(root / name, "vision", ref)
 
 
 def write_folder(root: Path, n: int, size: int = 160, classes: int = 10) -> Path:

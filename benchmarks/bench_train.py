@@ -22,7 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from render import render
+
 HERE = Path(__file__).resolve().parent
 TASKS = ("vision", "nlp", "recommender", "multimodal")
 TORCH_PEERS = ("vision", "nlp")  # the models written in torch_peers.py
@@ -31,9 +32,7 @@ TORCH_PEERS = ("vision", "nlp")  # the models written in torch_peers.py
 def generate(task: str, root: Path) -> tuple[Path, str]:
     dest = root / f"bench-{task}"
     package = f"bench_{task}"
-    cmd = [sys.executable, "-m", "msscaffold", "new", str(dest), "--task", task, "--template", str(REPO),
-           "--vcs-ref", "HEAD", "--no-git", "-d", f"project_name=bench-{task}"]
-    subprocess.run(cmd, check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    render(dest, task)
     return dest, package
 
 
