@@ -1,10 +1,12 @@
 """NumPy helpers the tasks share: the held-out split, the evaluation budget, image
-normalisation, batched inference and a top-k that never builds a queries x keys matrix."""
+normalisation, compiled and batched inference and a top-k that never builds a queries x keys
+matrix."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn
 
@@ -49,6 +51,18 @@ def normalise(images: np.ndarray, meta: dict) -> np.ndarray:
     mean = np.asarray(meta["mean"], np.float32).reshape(-1, 1, 1)
     std = np.asarray(meta["std"], np.float32).reshape(-1, 1, 1)
     return ((images - mean) / std).astype(np.float32)
+
+
+def compiled(network: nn.Cell, jit: bool = True, head: Callable[[nn.Cell], nn.Cell] | None = None):
+    """The forward of ``network`` (or of ``head(network)``, e.g. a per-token loss around an LM)
+    for evaluation: built and ``ms.jit``-compiled once per network, then reused by every later
+    evaluation (a new ``ms.jit`` of the same method would compile again). Eager when ``jit`` is
+    false (``train.jit: false``)."""
+    cache = network.__dict__.setdefault("_eval_forwards", {})
+    if head not in cache:
+        cell = head(network) if head else network
+        cache[head] = ms.jit(cell.construct) if jit else cell
+    return cache[head]
 
 
 def predict(cell: nn.Cell, *columns: np.ndarray, batch_size: int = 512, rows: np.ndarray | None = None,

@@ -1,7 +1,7 @@
 """Batches from a training source: seeded shuffling per epoch, strided sharding by rank.
 
 The order of epoch ``e`` depends only on (seed, e), and a source gives the same row for the
-same index every time, so a resumed run can jump to any (epoch, batch) position and see
+same (index, epoch) every time, so a resumed run can jump to any (epoch, batch) position and see
 exactly the batches an uninterrupted run would. Arrays in memory and ``TrainSource`` rows
 are taken directly (fastest for small data); an ``ExampleSource`` streams the same indices,
 in the same order, through ``mindspore.dataset`` workers (``engine/pipeline.py``).
@@ -31,8 +31,8 @@ class Columns:
     def __len__(self) -> int:
         return len(self.columns[0])
 
-    def take(self, index: np.ndarray) -> tuple[np.ndarray, ...]:
-        return tuple(column[index] for column in self.columns)
+    def take(self, index: np.ndarray, epoch: int = 0) -> tuple[np.ndarray, ...]:
+        return tuple(column[index] for column in self.columns)  # the same rows every epoch
 
 
 class Batches:
@@ -69,6 +69,6 @@ class Batches:
         # ``block_rows``), paying its per-call cost once per block: the rows are the same.
         b, ahead = self.batch_size, max(1, getattr(self.source, "block_rows", 0) // self.batch_size)
         for first in range(start, len(self), ahead):
-            block = self.source.take(mine[first * b:min(first + ahead, len(self)) * b])
+            block = self.source.take(mine[first * b:min(first + ahead, len(self)) * b], epoch)
             for i in range(0, len(block[0]), b):
                 yield tuple(Tensor(column[i:i + b]) for column in block)

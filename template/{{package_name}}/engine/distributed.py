@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 
-from mindspore import nn
+import numpy as np
+from mindspore import Tensor, nn
 
 from .errors import ConfigError
 from .task import Comm
@@ -45,12 +46,10 @@ def local_rank() -> int:
 def init() -> Comm:
     if launcher() is None:
         return Comm()
-    import mindspore as ms
     from mindspore.communication import get_group_size, get_rank
     from mindspore.communication import init as init_collective
 
-    init_collective()
-    ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
+    init_collective()  # the step all-reduces its gradients itself (grad_reducer): no parallel context needed
     return Comm(rank=get_rank(), size=get_group_size())
 
 
@@ -66,10 +65,35 @@ def _identity(grads):  # a def, not a lambda: it is called inside the jit-compil
 
 
 def any_rank(flag: bool, comm: Comm) -> bool:
-    """True on every rank when ``flag`` is true on any (e.g. one rank caught SIGTERM)."""
-    if comm.size == 1:
-        return flag
-    import mindspore as ms
+    """True on every rank when ``flag`` is true on any (one rank caught SIGTERM, or a callback
+    decided to stop on what it saw): ranks that stop alone leave the others in the next all-reduce."""
+    return flag if comm.size == 1 else bool(_sum(np.array([float(flag)]))[0] > 0)
+
+
+def mean(value: float, comm: Comm) -> float:
+    """The mean of ``value`` over ranks (e.g. the logged loss: each rank saw its own batches)."""
+    return value if comm.size == 1 else float(_sum(np.array([value], np.float64))[0] / comm.size)
+
+
+# BatchNorm's running statistics: parameters the optimizer never sees, so the gradient
+# all-reduce leaves them rank-local.
+RUNNING_STATS = ("moving_mean", "moving_variance")
+
+
+def average_running_stats(network: nn.Cell, comm: Comm) -> None:
+    """Average BatchNorm running statistics over ranks (as timm's ``distribute_bn``), so every
+    rank evaluates, compares and saves one and the same model. Called on every rank."""
+    stats = [p for p in network.get_parameters() if p.name.rsplit(".", 1)[-1] in RUNNING_STATS]
+    if comm.size == 1 or not stats:
+        return
+    total = _sum(np.concatenate([p.asnumpy().ravel() for p in stats])) / comm.size
+    offset = 0
+    for p in stats:
+        p.set_data(Tensor(total[offset:offset + p.size].reshape(p.shape), p.dtype))
+        offset += p.size
+
+
+def _sum(values: np.ndarray) -> np.ndarray:
     from mindspore import ops
 
-    return bool(ops.AllReduce()(ms.Tensor([float(flag)])).asnumpy()[0] > 0)  # CPU all-reduces only sums
+    return ops.AllReduce()(Tensor(values.astype(np.float32))).asnumpy()  # CPU all-reduces only sums (fp32)

@@ -62,5 +62,5 @@ class AdamW(nn.Adam):
 
 
 def current_lr(optimizer: nn.Optimizer, schedule: np.ndarray) -> float:
-    """The learning rate the next optimizer step will use (skipped overflow steps do not count)."""
+    """The learning rate the next optimizer step will use (skipped overflow steps count too)."""
     return float(schedule[min(int(optimizer.global_step.asnumpy().item()), len(schedule) - 1)])

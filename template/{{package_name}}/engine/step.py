@@ -3,7 +3,8 @@
 One optimizer step = ``k`` micro-steps (``train.grad_accum_steps``). Each micro-step
 computes gradients of ``loss / k``; the first ``k - 1`` add them into zero-initialised
 buffers, the k-th adds its own and applies: all-reduce across ranks, unscale, overflow
-check, clip, optimizer update. So k micro-batches of b update the weights exactly like
+check, clip, optimizer update (a skipped update still advances the learning-rate schedule,
+so it ends where ``total_steps`` says). So k micro-batches of b update the weights exactly like
 one batch of k*b, and distributed/AMP work happens once per optimizer step.
 
 Mixed precision (``train.amp_level`` other than O0) casts the loss network with
@@ -83,6 +84,8 @@ class TrainStep:
             if self.grad_clip is not None:
                 grads = ops.clip_by_global_norm(grads, self.grad_clip)
             self.optimizer(grads)
+        else:  # a skipped step keeps its place in the schedule (as torch's scheduler.step() does)
+            ops.assign_add(self.optimizer.global_step, ops.ones_like(self.optimizer.global_step))
         if self.check_overflow:
             self.scaler.adjust(finite)  # overflow: skip the update and shrink the scale
         return loss, finite

@@ -9,8 +9,8 @@ What the engine relies on:
 - ``Data.train`` is one of three kinds, all batched, shuffled, sharded and resumed alike
   (``engine/data.py``):
   - a dict of equal-length arrays, ready to batch (normalised, tokenised...): small data;
-  - a ``TrainSource`` that makes rows on demand in NumPy (e.g. sampled negatives, see
-    ``tasks/recommender/sampling.py``), for rows too many to materialise;
+  - a ``TrainSource`` that makes rows on demand in NumPy (e.g. sampled negatives, drawn
+    anew each epoch), for rows too many to materialise;
   - an ``ExampleSource`` that reads one example at a time (e.g. an image file's bytes and its
     label) and names the transforms (decode, augment, resize, normalise) that
     ``mindspore.dataset`` runs in ``data.workers`` parallel workers (``engine/pipeline.py``):
@@ -66,15 +66,16 @@ class Capabilities:
 
 
 class TrainSource(Protocol):
-    """Training rows made on demand. ``take(indices)`` returns one array per loss input (in
-    the order ``Model.loss`` receives them), row i of each for example ``indices[i]``. An
-    index must give the same row every time, whatever else is in the batch: exact resume,
-    accumulation and sharding rely on it (so draw randomness from the index, not from a
-    running generator). Optionally ``block_rows``: rows it prefers per ``take`` when each call
-    has a fixed cost (the engine then asks for several batches at once)."""
+    """Training rows made on demand. ``take(indices, epoch)`` returns one array per loss input
+    (in the order ``Model.loss`` receives them), row i of each for example ``indices[i]`` in
+    that epoch. An (index, epoch) pair must give the same row every time, whatever else is in
+    the batch: exact resume, accumulation and sharding rely on it (so draw randomness from
+    (seed, epoch, index), not from a running generator); a new epoch draws anew (fresh
+    negatives, other window offsets). Optionally ``block_rows``: rows it prefers per ``take``
+    when each call has a fixed cost (the engine then asks for several batches at once)."""
 
     def __len__(self) -> int: ...
-    def take(self, indices: np.ndarray) -> tuple[np.ndarray, ...]: ...
+    def take(self, indices: np.ndarray, epoch: int) -> tuple[np.ndarray, ...]: ...
 
 
 class ExampleSource(Protocol):

@@ -153,15 +153,18 @@ class Trainer:
             self._hook("on_step_end", self._step_logs())
         save_every = self.cfg.train.save_every
         if save_every and self.state.step % save_every == 0:
+            distributed.average_running_stats(self.network, self.comm)
             self.save_checkpoint("last.ckpt")
             self._keep_step_checkpoint()
 
     def evaluate(self) -> dict[str, float]:
+        distributed.average_running_stats(self.network, self.comm)  # every rank scores one model
         self.network.set_train(False)
         metrics = self.task.evaluate(self.network, self.data, self.cfg)
         self.network.set_train(True)
         value, best = metrics[self.monitor], self.state.best
         better = best is None or (value > best if self.task.mode == "max" else value < best)
+        better = distributed.any_rank(better, self.comm)  # best.ckpt is saved by all ranks together
         self.state.improved = better
         self.state.best = value if better else best
         self.state.evals_since_best = 0 if better else self.state.evals_since_best + 1
@@ -172,6 +175,8 @@ class Trainer:
 
     # -- checkpoints ----------------------------------------------------------------------
     def save_checkpoint(self, name: str) -> None:
+        """Rank 0 writes; the running statistics it saves were averaged over ranks when training
+        last paused (an evaluation, a periodic save, a signal), on every rank at once."""
         if not self.comm.is_main:
             return
         meta = {"format": 1, "state": asdict(self.state), "config": self.cfg.to_dict(), "task_meta": self.data.meta,
@@ -189,6 +194,7 @@ class Trainer:
 
     def _stop_on_signal(self) -> None:
         """Save where training stopped, say how to go on, and leave with 128 + the signal."""
+        distributed.average_running_stats(self.network, self.comm)
         self.save_checkpoint("last.ckpt")
         self._say(f"stopped at step {self.state.step} of {self.total_steps}: saved {self.run_dir / 'last.ckpt'}; "
                   f"continue with: python train.py --resume {self.run_dir / 'last.ckpt'}")
@@ -225,7 +231,7 @@ class Trainer:
         elapsed, self.tick = time.perf_counter() - self.tick, time.perf_counter()
         steps = len(losses) / self.cfg.train.grad_accum_steps
         return {"step": self.state.step, "epoch": self.state.epoch,
-                "loss": sum(float(loss.asnumpy()) for loss in losses) / len(losses),
+                "loss": distributed.mean(sum(float(loss.asnumpy()) for loss in losses) / len(losses), self.comm),
                 "lr": current_lr(self.optimizer, self.schedule),
                 "samples_per_s": steps * self.global_batch / max(elapsed, 1e-9),
                 "skipped_steps": self.state.skipped_steps,
@@ -234,6 +240,8 @@ class Trainer:
     def _hook(self, name: str, *args) -> None:
         for callback in self.callbacks:
             getattr(callback, name)(self, *args)
+        # Every rank calls each hook at the same step; a stop any of them decided is everyone's.
+        self.should_stop = distributed.any_rank(self.should_stop, self.comm)
 
     def _say(self, text: str) -> None:
         self.console.say(text)

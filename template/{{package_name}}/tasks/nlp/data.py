@@ -28,21 +28,30 @@ __all__ = ["Tokenizer", "Windows", "blocks", "load_data", "load_eval_data"]  # T
 
 class Windows:
     """Windows of ``block_size + 1`` token ids (inputs, and the same shifted by one as targets),
-    ``block_size`` apart, over tokens [start, stop) of a token file: window i always starts at
-    token ``start + i * block_size``, so each index gives the same window every time (a
-    ``TrainSource``). Each token is a target exactly once."""
+    ``block_size`` apart, over tokens [start, stop) of a token file: window i of an epoch starts
+    at token ``start + shift + i * block_size`` (a ``TrainSource``). Each token is a target at
+    most once per epoch. With a ``seed`` (training) the ``shift`` in [0, block_size) is drawn
+    from (seed, epoch), so each epoch cuts the text at other places; without one (evaluation)
+    it is 0 and the windows are fixed."""
 
-    def __init__(self, tokens: TokenFile, start: int, stop: int, block_size: int):
-        self.file, self.start, self.block_size = tokens, start, block_size
-        self.n = max(0, (stop - start - 1) // block_size)
+    def __init__(self, tokens: TokenFile, start: int, stop: int, block_size: int, seed: int | None = None):
+        self.file, self.start, self.block_size, self.seed = tokens, start, block_size, seed
+        usable = stop - start - 1  # tokens that can start a window's input
+        self.n = max(0, usable // block_size)
+        if seed is not None and (usable - block_size + 1) // block_size >= 1:
+            self.n = (usable - block_size + 1) // block_size  # one window less: room for any shift
+        self.max_shift = 0 if seed is None else min(block_size - 1, usable - self.n * block_size)
 
     def __len__(self) -> int:
         return self.n
 
-    def take(self, indices: np.ndarray) -> tuple[np.ndarray]:
+    def shift(self, epoch: int) -> int:
+        return int(np.random.default_rng([self.seed or 0, epoch]).integers(self.max_shift + 1))
+
+    def take(self, indices: np.ndarray, epoch: int = 0) -> tuple[np.ndarray]:
         """(len(indices), block_size + 1) int32 windows. The memmap is opened per call (as
         nanoGPT does): pages read for earlier batches are not kept mapped by this process."""
-        offsets = self.start + np.asarray(indices, np.int64)[:, None] * self.block_size
+        offsets = self.start + self.shift(epoch) + np.asarray(indices, np.int64)[:, None] * self.block_size
         return (self.file.tokens()[offsets + np.arange(self.block_size + 1)].astype(np.int32),)
 
 
@@ -117,7 +126,8 @@ def split(cfg, corpus: Corpus, tokenizer: Tokenizer, cache: Path) -> Data:
     meta = {"tokenizer": tokenizer.to_meta(), "source": corpus.source,
             # Token counts of the training split: the unigram baseline, and generate.py's first token.
             "unigram_counts": tokens.counts(n_train, tokenizer.vocab_size).tolist()}
-    return Data(train=Windows(tokens, 0, n_train, block), eval=Windows(tokens, n_train, n, block), meta=meta)
+    return Data(train=Windows(tokens, 0, n_train, block, seed=cfg.seed), eval=Windows(tokens, n_train, n, block),
+                meta=meta)
 
 
 def blocks(ids: np.ndarray, block_size: int) -> np.ndarray:

@@ -191,3 +191,17 @@ class LanguageModelLoss(nn.Cell):
         logits = self.network(tokens[:, :-1])  # (B, T, vocab)
         targets = tokens[:, 1:]  # the same blocks shifted left by one
         return self.cross_entropy(logits.reshape(-1, logits.shape[-1]).astype(ms.float32), targets.reshape(-1))
+
+
+class TokenLosses(nn.Cell):
+    """Evaluation's per-token cross-entropy (B, T), float32, computed where the logits are: only
+    these B x T numbers reach the host, never the (B, T, vocab) logits."""
+
+    def __init__(self, network: nn.Cell):
+        super().__init__()
+        self.network = network
+
+    def construct(self, inputs, targets):  # (B, T) int32 each
+        logits = self.network(inputs).astype(ms.float32)  # (B, T, vocab)
+        log_probs = ops.log_softmax(logits, -1)
+        return -ops.gather_elements(log_probs, -1, targets.expand_dims(-1)).squeeze(-1)

@@ -2,10 +2,11 @@
 
 Draw ``s`` of row ``r`` is ``candidates[hash(seed, stream, counter) % C]`` with ``counter =
 (r * count + s) * 64 + attempt``: re-hashed with the next attempt while the user has seen the
-item (or, for distinct draws, while an earlier slot of the row holds it). A row's items
-depend only on its own keys, never on which other rows are drawn with it: the same seed
-gives the same training rows on resume, in any batch size, with accumulation and in any
-msrun shard, and the same eval negatives for a user in any eval subset.
+item (or, for distinct draws, while an earlier slot of the row holds it). A training row ``r``
+is (epoch, example index), so every epoch draws fresh negatives (and id dropout) for the same
+positives. A row's items depend only on its own keys, never on which other rows are drawn
+with it: the same seed gives the same training rows on resume, in any batch size, with
+accumulation and in any msrun shard, and the same eval negatives for a user in any eval subset.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ class PairSource:
     ``passes`` passes over the positives, each with fresh negatives: in a pass, the
     ``n`` positives come first, then ``negatives`` unseen items per positive (its user's).
     ``id_dropout`` replaces a share of ids by 0, the row unseen ids map to (see ids.py).
+    Negatives and dropout are drawn from (seed, epoch, index): new ones every epoch, as
+    NCF-style training does, the same ones for the same (epoch, index) on resume.
     """
 
     block_rows = 1 << 14  # a take() costs ~0.3 ms however few its rows: the engine asks for 16k at once
@@ -93,17 +96,18 @@ class PairSource:
     def __len__(self) -> int:
         return self.passes * self.per_pass
 
-    def take(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def take(self, index: np.ndarray, epoch: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         index = np.asarray(index, np.int64)
+        draw = index + epoch * len(self)  # the row's name in the hash: unique over (epoch, index)
         n = len(self.users)
         j = index % self.per_pass  # position within its pass
         positive = j < n
         row = np.where(positive, j, (j - n) // self.negatives)  # the positive it belongs to
         user, item = self.users[row], self.items[row]
-        item[~positive] = sample_unseen(self.seed, TRAIN_NEGATIVE, index[~positive], user[~positive], 1,
+        item[~positive] = sample_unseen(self.seed, TRAIN_NEGATIVE, draw[~positive], user[~positive], 1,
                                         self.candidates, self.seen, self.width)[:, 0]
         # One hash per row: its high 32 bits decide the user's dropout, its low 32 bits the item's.
-        h, threshold = counter_hash(self.seed, ID_DROPOUT, index), np.uint64(self.id_dropout * 2**32)
+        h, threshold = counter_hash(self.seed, ID_DROPOUT, draw), np.uint64(self.id_dropout * 2**32)
         user[(h >> np.uint64(32)) < threshold] = 0
         item[(h & np.uint64(0xFFFFFFFF)) < threshold] = 0
         return user, item, positive.astype(np.float32)
