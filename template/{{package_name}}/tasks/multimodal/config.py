@@ -15,7 +15,7 @@ class DataConfig(DataSection):
     path: str = "data/digits.npz"  # .npz (images, labels) or a folder of images with metadata.jsonl
     image_size: int = Field(8, gt=0)  # images are resized to image_size x image_size
     channels: Literal[1, 3] = 1  # 1: grayscale, 3: RGB
-    eval_fraction: float = Field(0.2, gt=0, lt=1)  # held out for evaluation (stratified when labelled)
+    eval_fraction: float = Field(0.2, gt=0, lt=1)  # of the images (each with all its captions) held out
     prompt: str = "a handwritten digit {}"  # caption of class {} (.npz) and zero-shot prompt
     class_names: list[str] = NUMBER_WORDS  # .npz: the name of label i in captions and prompts
     attributes: bool = False  # labelled .npz: add stroke thickness, slant and width measured from each image

@@ -7,7 +7,13 @@ Two sources (``data.path``):
   ("a handwritten digit seven, thick, leaning right"), so retrieval is more than classification;
 - a folder of images with ``metadata.jsonl``, one JSON object a line:
   ``{"file_name": "img/001.png", "text": "a red square"}`` (the Hugging Face imagefolder
-  convention); an optional ``"label"`` (a class name) enables zero-shot accuracy.
+  convention); an optional ``"label"`` (a class name) enables zero-shot accuracy. An image
+  may have several lines, one per caption (the COCO / Flickr30k layout).
+
+Splits and batches go by image, never by caption line: an image and all of its captions are
+either trained on or held out, and a training epoch shows each image once, with one of its
+captions drawn from (seed, epoch, index), so a contrastive batch never holds one image twice
+(whose other caption would count as a negative).
 """
 
 from __future__ import annotations
@@ -42,9 +48,10 @@ def load_data(cfg) -> Data:
 
 
 def _array_data(path: Path, cfg) -> Data:
-    """An .npz: small, decoded once and batched from memory."""
+    """An .npz: small, decoded once and batched from memory; one caption per image."""
     images, texts, labels, classes = _read_npz(path, cfg.data)
-    train_idx, eval_idx = stratified_split(labels, len(images), cfg.data.eval_fraction, cfg.seed)
+    image_of = np.arange(len(images))
+    train_idx, eval_idx = split_by_image(image_of, labels, cfg.data.eval_fraction, cfg.seed)
     meta = {"image_size": cfg.data.image_size, "channels": cfg.data.channels,
             "mean": float(images[train_idx].mean()), "std": float(images[train_idx].std()) or 1.0,
             "classes": classes, "prompt": cfg.data.prompt, "max_tokens": cfg.data.max_tokens}
@@ -55,26 +62,62 @@ def _array_data(path: Path, cfg) -> Data:
     train = {"image": normalise(images[train_idx], meta),
              "tokens": tokenize(train_texts, meta["vocab"], cfg.data.max_tokens)}
     # Eval keeps raw images and texts: evaluate() prepares them with the checkpoint's own meta.
-    return Data(train=train, eval=_held_out(images, texts, labels, classes, eval_idx), meta=meta)
+    return Data(train=train, eval=_held_out(images, labels, classes, texts, image_of, eval_idx), meta=meta)
 
 
 def _folder_data(root: Path, cfg) -> Data:
     """A metadata.jsonl folder: listed here, its images streamed through mindspore.dataset
     workers (``engine/image_files.py``); only the captions, which are small, are tokenised now."""
-    files, texts, labels, classes = read_listing(root)
+    paths, texts, line_labels, classes = read_listing(root)  # one entry per caption line
     if cfg.data.attributes:
         raise DataError(f"data.attributes=true measures every image's pixels up front: it applies to an .npz, "
                         f"not to the streamed folder {root}")
-    train_idx, eval_idx = stratified_split(labels, len(files), cfg.data.eval_fraction, cfg.seed)
+    number: dict[str, int] = {}  # images numbered in order of first appearance
+    image_of = np.asarray([number.setdefault(path, len(number)) for path in paths])
+    files = np.asarray(list(number))
+    labels = None if line_labels is None else line_labels[np.unique(image_of, return_index=True)[1]]
+    train_lines, eval_lines = split_by_image(image_of, labels, cfg.data.eval_fraction, cfg.seed)
     d = cfg.data
-    mean, std = statistics(files[train_idx], d.image_size, d.channels, STATS_SAMPLE, cfg.seed,
+    train_images = image_of[train_lines]  # grouped: each image's captions are consecutive
+    starts = np.flatnonzero(np.r_[True, train_images[1:] != train_images[:-1]])
+    mean, std = statistics(files[train_images[starts]], d.image_size, d.channels, STATS_SAMPLE, cfg.seed,
                            resolve_workers(d.workers))
     meta = {"image_size": d.image_size, "channels": d.channels, "mean": mean, "std": std,
             "classes": classes, "prompt": d.prompt, "max_tokens": d.max_tokens}
-    train_texts = _vocabulary(meta, texts, train_idx)
-    tokens = tokenize(train_texts, meta["vocab"], d.max_tokens)
-    train = ImageFiles(files[train_idx], {"tokens": tokens}, ImageTransform.of(meta))
-    return Data(train=train, eval=_held_out(files, texts, labels, classes, eval_idx, key="file"), meta=meta)
+    tokens = tokenize(_vocabulary(meta, texts, train_lines), meta["vocab"], d.max_tokens)
+    train = CaptionedImages(files[train_images[starts]], tokens, starts, ImageTransform.of(meta), cfg.seed)
+    held = _held_out(files, labels, classes, texts, image_of, eval_lines, key="file")
+    return Data(train=train, eval=held, meta=meta)
+
+
+def split_by_image(image_of: np.ndarray, labels: np.ndarray | None, eval_fraction: float, seed: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Hold out ``eval_fraction`` of the images (stratified by their ``labels``) with all their
+    captions: line j is a caption of image ``image_of[j]``. Returns (the training lines, grouped
+    by image, the images in a seeded shuffled order; the held-out lines, sorted)."""
+    n_images = int(image_of.max()) + 1
+    train_images, _ = stratified_split(labels, n_images, eval_fraction, seed)
+    position = np.full(n_images, -1)
+    position[train_images] = np.arange(len(train_images))
+    line_position = position[image_of]  # -1: a held-out image's line
+    train = np.flatnonzero(line_position >= 0)
+    return train[np.argsort(line_position[train], kind="stable")], np.flatnonzero(line_position < 0)
+
+
+class CaptionedImages(ImageFiles):
+    """Training images, each once per epoch with one of its captions, drawn from (seed, epoch,
+    index): caption rows ``starts[i]`` up to ``starts[i + 1]`` of ``tokens`` describe image i."""
+
+    def __init__(self, files: np.ndarray, tokens: np.ndarray, starts: np.ndarray, transform: ImageTransform,
+                 seed: int):
+        super().__init__(files, {"tokens": tokens[starts]}, transform)  # one row per image: columns, shapes
+        self.tokens, self.seed = tokens, seed
+        self.bounds = np.r_[starts, len(tokens)]
+
+    def read(self, index: int, epoch: int) -> tuple[np.ndarray, ...]:
+        low, high = self.bounds[index], self.bounds[index + 1]
+        pick = low + np.random.default_rng([self.seed, epoch, index]).integers(high - low)
+        return (*super().read(index, epoch)[:-1], self.tokens[pick])  # "tokens" is the last column
 
 
 def _vocabulary(meta: dict, texts: list[str], train_idx: np.ndarray) -> list[str]:
@@ -85,9 +128,12 @@ def _vocabulary(meta: dict, texts: list[str], train_idx: np.ndarray) -> list[str
     return train_texts
 
 
-def _held_out(images, texts, labels, classes, eval_idx, key="image") -> dict:
-    return {key: images[eval_idx], "text": [texts[i] for i in eval_idx],
-            "label": None if labels is None else [classes[labels[i]] for i in eval_idx]}
+def _held_out(images, labels, classes, texts, image_of, eval_lines, key="image") -> dict:
+    """Each held-out image once (``key``: arrays or files; ``label``: class names) and all their
+    captions (``text``): caption j describes image ``image_of[j]``."""
+    shown, image_of = np.unique(image_of[eval_lines], return_inverse=True)
+    return {key: images[shown], "text": [texts[i] for i in eval_lines], "image_of": image_of,
+            "label": None if labels is None else [classes[labels[i]] for i in shown]}
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -102,13 +148,14 @@ def _read_npz(path: Path, cfg: DataConfig):
 
 
 def read_listing(root: Path) -> tuple[np.ndarray, list[str], np.ndarray | None, list[str] | None]:
-    """metadata.jsonl of ``root``: image paths, captions, int32 labels and class names (both
-    None without labels). Files are checked to exist, not read."""
+    """metadata.jsonl of ``root``, one entry per line (an image with several captions has several):
+    image paths, captions, int32 labels and class names (both None without labels). Files are
+    checked to exist, not read."""
     listing = root / "metadata.jsonl"
     if not listing.is_file():
         raise DataError(f"data.path={str(root)!r}: no metadata.jsonl in this folder "
                         '(one line per image: {"file_name": ..., "text": ...})')
-    files, texts, names = [], [], []
+    files, texts, names, label_of = [], [], [], {}
     for number, line in enumerate(listing.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
@@ -127,9 +174,13 @@ def read_listing(root: Path) -> tuple[np.ndarray, list[str], np.ndarray | None, 
         file = root / record["file_name"]
         if not file.is_file():
             raise DataError(f"{where}: image {record['file_name']!r} not found in {root}")
+        name = label_of.setdefault(str(file), record.get("label"))  # an image's first line names its label
+        if record.get("label") != name:
+            raise DataError(f"{where}: label {record.get('label')!r}, but an earlier caption of "
+                            f"{record['file_name']!r} has {name!r} (one label per image)")
         files.append(str(file))
         texts.append(record["text"].strip())
-        names.append(record.get("label"))
+        names.append(name)
     if not files:
         raise DataError(f"{listing} lists no images")
     if all(name is None for name in names):

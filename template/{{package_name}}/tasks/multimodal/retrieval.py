@@ -1,10 +1,14 @@
 """Embedding, ranking and the retrieval metrics (shared by evaluation and retrieve.py).
 
-Recall@k counts a hit when a retrieved caption has the same text as the query image's own
-caption (image -> text), or a retrieved image's caption has the query's text (text ->
-image). Image -> text ranks the *distinct* captions, so five copies of one caption cannot
-fill the top five. Rankings go through ``engine.arrays.top_k``: blocks of scores with a
-running top-k, never an N x N similarity matrix.
+Recall@k over M images, each scored once, and the N captions that describe them (several per
+image in COCO-style data), the standard image-text retrieval protocol:
+- image -> text: the share of images with at least one of their captions among the k best
+  of the *distinct* captions (so five copies of one caption cannot fill the top five);
+- text -> image: the share of captions with their image among the k best images.
+Captions are compared by text: a retrieved caption with the same text as one of the image's
+own is a hit, and so is a retrieved image that has the query's text among its captions (ten
+digit classes share ten captions). Rankings go through ``engine.arrays.top_k``: blocks of
+scores with a running top-k, never an M x N similarity matrix.
 """
 
 from __future__ import annotations
@@ -36,16 +40,24 @@ def embed_texts(network, texts: list[str], meta: dict, strict: bool = False) -> 
 
 
 def retrieval_metrics(image_emb: np.ndarray, text_emb: np.ndarray, texts: list[str],
-                      ks: tuple[int, ...] = (1, 5), chunk: int = 2048) -> dict[str, float]:
-    """Recall@k both ways for N aligned pairs (row i of each is pair i), scoring ``chunk`` x
+                      image_of: np.ndarray | None = None, ks: tuple[int, ...] = (1, 5),
+                      chunk: int = 2048) -> dict[str, float]:
+    """Recall@k both ways for M images (``image_emb``) and N captions (``text_emb``, ``texts``):
+    caption j describes image ``image_of[j]`` (default: N aligned pairs). Scores ``chunk`` x
     ``chunk`` blocks at a time."""
-    _, first, inverse = np.unique(np.asarray(texts, dtype=str), return_index=True, return_inverse=True)
-    i2t = top_k(image_emb, text_emb[first], max(ks), chunk)  # (N, k) indices into distinct captions
+    image_of = np.arange(len(texts)) if image_of is None else np.asarray(image_of)
+    _, first, caption = np.unique(np.asarray(texts, dtype=str), return_index=True, return_inverse=True)
+    n_captions = len(first)
+    # The (image, distinct caption) pairs that belong together, as sorted codes image * n_captions + caption.
+    pairs = np.unique(image_of * n_captions + caption)
+    i2t = top_k(image_emb, text_emb[first], max(ks), chunk)  # (M, k) indices into distinct captions
     t2i = top_k(text_emb, image_emb, max(ks), chunk)  # (N, k) indices into images
+    i2t_hit = np.isin(np.arange(len(image_emb))[:, None] * n_captions + i2t, pairs)  # (M, k)
+    t2i_hit = np.isin(t2i * n_captions + caption[:, None], pairs)  # (N, k)
     metrics = {}
     for k in ks:
-        metrics[f"i2t_r{k}"] = float(np.mean(np.any(i2t[:, :k] == inverse[:, None], axis=1)))
-        metrics[f"t2i_r{k}"] = float(np.mean(np.any(inverse[t2i[:, :k]] == inverse[:, None], axis=1)))
+        metrics[f"i2t_r{k}"] = float(np.mean(np.any(i2t_hit[:, :k], axis=1)))
+        metrics[f"t2i_r{k}"] = float(np.mean(np.any(t2i_hit[:, :k], axis=1)))
     return metrics
 
 

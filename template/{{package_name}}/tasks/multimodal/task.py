@@ -51,16 +51,20 @@ def check_backbone_fits(meta: dict, cfg) -> None:
 
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
-    """Retrieval among the held-out pairs of the eval budget; zero-shot accuracy when the
-    data has class labels."""
+    """Retrieval among the held-out images of the eval budget, each embedded once, and all of
+    their captions; zero-shot accuracy (per image) when the data has class labels."""
     meta, held = data.meta, data.eval
-    rows = budget(len(held["text"]), cfg.eval.max_examples, cfg.seed)
-    texts = [held["text"][i] for i in rows]
+    images = held["file"] if "file" in held else held["image"]
+    rows = budget(len(images), cfg.eval.max_examples, cfg.seed)  # images, sorted
+    lines = np.flatnonzero(np.isin(held["image_of"], rows))  # all captions of those images
+    texts = [held["text"][j] for j in lines]
     if "file" in held:  # a folder: its images stream through the eval transform
-        image_emb = predict_files(network.image_encoder, held["file"], meta, rows, resolve_workers(cfg.data.workers))
+        workers = resolve_workers(cfg.data.workers)
+        image_emb = predict_files(network.image_encoder, images, meta, rows, workers)
     else:
-        image_emb = embed_images(network, held["image"], meta, rows)
-    metrics = retrieval_metrics(image_emb, embed_texts(network, texts, meta), texts)
+        image_emb = embed_images(network, images, meta, rows)
+    image_of = np.searchsorted(rows, held["image_of"][lines])  # caption -> its image among rows
+    metrics = retrieval_metrics(image_emb, embed_texts(network, texts, meta), texts, image_of)
     if meta.get("classes") and held["label"] is not None:
         prompts = [caption(meta["prompt"], name) for name in meta["classes"]]
         metrics["zero_shot_acc"] = zero_shot_accuracy(
