@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from mindspore import Tensor, nn
+from mindspore import Tensor, nn, ops
 
 from .errors import ConfigError
 from .task import Comm
@@ -89,11 +89,10 @@ def average_running_stats(network: nn.Cell, comm: Comm) -> None:
     total = _sum(np.concatenate([p.asnumpy().ravel() for p in stats])) / comm.size
     offset = 0
     for p in stats:
-        p.set_data(Tensor(total[offset:offset + p.size].reshape(p.shape), p.dtype))
+        # ops.assign writes where compiled steps read; set_data would leave them the old values.
+        ops.assign(p, Tensor(total[offset:offset + p.size].reshape(p.shape), p.dtype))
         offset += p.size
 
 
 def _sum(values: np.ndarray) -> np.ndarray:
-    from mindspore import ops
-
     return ops.AllReduce()(Tensor(values.astype(np.float32))).asnumpy()  # CPU all-reduces only sums (fp32)

@@ -7,9 +7,12 @@ check, clip, optimizer update (a skipped update still advances the learning-rate
 so it ends where ``total_steps`` says). So k micro-batches of b update the weights exactly like
 one batch of k*b, and distributed/AMP work happens once per optimizer step.
 
-Mixed precision (``train.amp_level`` other than O0) casts the loss network with
-``amp.auto_mixed_precision`` and scales the loss dynamically; an overflowed step is
-skipped and the scale shrinks. In fp32 the scaler is the identity: one code path.
+Mixed precision (``train.amp_level`` other than O0) casts with ``amp.auto_mixed_precision``
+and scales the loss dynamically; an overflowed step is skipped and the scale shrinks. O2/O3
+cast the network alone (in place), never the loss around it: a cell cast to float16 runs
+every op of its own in float16, even after an ``astype(float32)``, so softmax, log and the
+reduction stay float32 only outside it (networks end in a float32 cast; O1 casts only its
+white list of ops, matmuls and convolutions). In fp32 the scaler is the identity: one code path.
 
 ``train.jit: false`` runs the very same functions eagerly (PyNative) for debugging.
 """
@@ -20,26 +23,31 @@ import mindspore as ms
 from mindspore import amp, nn, ops
 
 from .schema import Train
+from .task import Model
 
 
-def build_train_step(loss_net: nn.Cell, optimizer: nn.Optimizer, reducer, cfg: Train) -> TrainStep:
-    """The step ``cfg`` describes: accumulation, mixed precision + loss scaling, clipping, jit."""
-    amp_on = cfg.amp_level != "O0"
-    if amp_on:
-        loss_net = amp.auto_mixed_precision(loss_net, cfg.amp_level, getattr(ms, cfg.amp_dtype))
+def build_train_step(model: Model, optimizer: nn.Optimizer, reducer, cfg: Train) -> TrainStep:
+    """The step ``cfg`` describes for a task's model: accumulation, mixed precision + loss
+    scaling, clipping, jit, and the model's ``constrain`` after every applied update."""
+    amp_on, loss_net = cfg.amp_level != "O0", model.loss
+    if cfg.amp_level == "O1":  # a rewritten copy with float16 matmuls/convolutions
+        loss_net = amp.auto_mixed_precision(loss_net, "O1", getattr(ms, cfg.amp_dtype))
+    elif amp_on:  # in place: model.loss holds this network; its float32 output wrapper is not needed
+        amp.auto_mixed_precision(model.network, cfg.amp_level, getattr(ms, cfg.amp_dtype))
     scaler = amp.DynamicLossScaler(cfg.loss_scale, 2, cfg.loss_scale_window) if amp_on else None
     # Gradients are checked every step under AMP (overflow) and with on_nonfinite: skip; a
     # non-finite update is then skipped and the step's flag says so.
     check = amp_on or cfg.on_nonfinite == "skip"
     return TrainStep(loss_net, optimizer, reducer, accum_steps=cfg.grad_accum_steps, loss_scaler=scaler,
-                     check_overflow=check, grad_clip=cfg.grad_clip, jit=cfg.jit)
+                     check_overflow=check, grad_clip=cfg.grad_clip, jit=cfg.jit, constrain=model.constrain)
 
 
 class TrainStep:
     def __init__(self, loss_net: nn.Cell, optimizer: nn.Optimizer, reducer, *, accum_steps: int = 1,
                  loss_scaler=None, check_overflow: bool = False, grad_clip: float | None = None,
-                 jit: bool = True):
+                 jit: bool = True, constrain=None):
         self.loss_net = loss_net
+        self.constrain = constrain or _unconstrained
         self.optimizer = optimizer
         self.reducer = reducer
         self.accum_steps = accum_steps
@@ -84,6 +92,7 @@ class TrainStep:
             if self.grad_clip is not None:
                 grads = ops.clip_by_global_norm(grads, self.grad_clip)
             self.optimizer(grads)
+            self.constrain()
         else:  # a skipped step keeps its place in the schedule (as torch's scheduler.step() does)
             ops.assign_add(self.optimizer.global_step, ops.ones_like(self.optimizer.global_step))
         if self.check_overflow:
@@ -93,6 +102,10 @@ class TrainStep:
 
 def _eager(fn):
     return fn
+
+
+def _unconstrained():
+    return True
 
 
 class NoLossScaling:

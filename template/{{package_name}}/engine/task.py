@@ -115,10 +115,13 @@ class Data:
 @dataclass
 class Model:
     """``network`` is what gets evaluated, exported and mixed-precision cast;
-    ``loss`` is a Cell whose ``construct(*train_columns)`` returns a scalar loss."""
+    ``loss`` is a Cell whose ``construct(*train_columns)`` returns a scalar loss (float32);
+    ``constrain``, if any, a Cell whose ``construct()`` the step runs after every applied
+    update (e.g. CLIP's temperature clamp)."""
 
     network: nn.Cell
     loss: nn.Cell
+    constrain: nn.Cell | None = None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ an MLP (``bag``); or the language model's Transformer blocks (``tasks/nlp/model.
 outputs mean-pooled over the caption's words (``transformer``).
 Both end in a linear projection to ``embed_dim`` and are L2-normalised, so the similarity
 of an image and a caption is a cosine in [-1, 1]; the loss multiplies it by a learned
-scale exp(logit_scale), clamped to [1, 100] as in CLIP.
+scale exp(logit_scale), kept in [1, 100] as in CLIP: ``logit_scale`` is clamped to [0, ln 100]
+after every update (``ClampLogitScale``), never in the forward pass, where a clamp would zero
+its gradient once past the bound and it could never come back.
 """
 
 from __future__ import annotations
@@ -132,7 +134,7 @@ class Encoder(nn.Cell):
         self.tower = tower
 
     def construct(self, x):
-        return l2_normalise(self.tower(x))
+        return l2_normalise(self.tower(x)).astype(ms.float32)  # float32 under mixed precision too
 
 
 class DualEncoder(nn.Cell):
@@ -143,11 +145,23 @@ class DualEncoder(nn.Cell):
         self.logit_scale = Parameter(Tensor(math.log(1.0 / init_temperature), ms.float32), name="logit_scale")
 
     def scale(self):
-        """exp(logit_scale), with logit_scale clamped to [0, ln 100]."""
-        return ops.exp(ops.clamp(self.logit_scale, 0.0, MAX_LOGIT_SCALE))
+        """exp(logit_scale): in [1, 100] (``ClampLogitScale`` runs after every update)."""
+        return ops.exp(self.logit_scale)
 
     def construct(self, image, tokens):  # -> (B, E) image and (B, E) text embeddings
         return self.image_encoder(image), self.text_encoder(tokens)
+
+
+class ClampLogitScale(nn.Cell):
+    """The update's constraint (``Model.constrain``): ``logit_scale`` back into [0, ln 100]."""
+
+    def __init__(self, network: DualEncoder):
+        super().__init__(auto_prefix=False)
+        self.logit_scale = network.logit_scale  # the same Parameter (and name)
+        self.upper = MAX_LOGIT_SCALE
+
+    def construct(self):
+        return ops.assign(self.logit_scale, ops.clamp(self.logit_scale, 0.0, self.upper))
 
 
 def build_image_tower(m, channels: int, image_size: int) -> nn.Cell:

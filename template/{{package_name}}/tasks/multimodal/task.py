@@ -12,13 +12,13 @@ from ...engine.image_files import predict_files
 from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from .data import caption, load_data
-from .model import ContrastiveLoss, build_network
+from .model import ClampLogitScale, ContrastiveLoss, build_network
 from .retrieval import embed_images, embed_texts, retrieval_metrics, zero_shot_accuracy
 
 
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
     network = build_network(cfg, meta)
-    return Model(network=network, loss=ContrastiveLoss(network, comm))
+    return Model(network=network, loss=ContrastiveLoss(network, comm), constrain=ClampLogitScale(network))
 
 
 def warm_start(network: nn.Cell, cfg) -> None:

@@ -136,7 +136,7 @@ class GPT(nn.Cell):
     def construct(self, tokens):  # (B, T) int32, T <= block_size -> logits (B, T, vocab)
         t = tokens.shape[1]
         x = self.drop(self.token_embedding(tokens) + self.position_embedding[:t])  # (B, T, C)
-        return self.logits(self.blocks(x))
+        return self.logits(self.blocks(x)).astype(ms.float32)  # float32 under mixed precision too
 
     def logits(self, x):  # (B, T, C) -> (B, T, vocab)
         x = self.ln_f(x)
@@ -198,7 +198,7 @@ class TokenLosses(nn.Cell):
     these B x T numbers reach the host, never the (B, T, vocab) logits."""
 
     def __init__(self, network: nn.Cell):
-        super().__init__()
+        super().__init__(auto_prefix=False)  # the network's parameters keep their names
         self.network = network
 
     def construct(self, inputs, targets):  # (B, T) int32 each

@@ -46,7 +46,7 @@ class NeuMF(nn.Cell):
     def construct(self, user, item):  # (B,) int32, (B,) int32 -> (B,) logits
         gmf = self.gmf_user(user) * self.gmf_item(item)  # (B, D)
         deep = self.mlp(ops.cat((self.mlp_user(user), self.mlp_item(item)), -1))  # (B, H)
-        return self.head(ops.cat((gmf, deep), -1)).squeeze(-1)
+        return self.head(ops.cat((gmf, deep), -1)).squeeze(-1).astype(ms.float32)  # fp32 under AMP too
 
 
 class TwoTower(nn.Cell):
@@ -68,7 +68,7 @@ class TwoTower(nn.Cell):
     def construct(self, user, item):  # (B,), (B,) -> (B,)
         eu, ev = self.user_embed(user), self.item_embed(item)  # (B, D)
         u, v = eu + self.user_tower(eu), ev + self.item_tower(ev)  # (B, D)
-        return (u * v).sum(-1) + self.item_bias(item).squeeze(-1)
+        return ((u * v).sum(-1) + self.item_bias(item).squeeze(-1)).astype(ms.float32)  # fp32 under AMP too
 
 
 class DeepFM(nn.Cell):
@@ -90,7 +90,7 @@ class DeepFM(nn.Cell):
         summed = e.sum(1)
         pairwise = 0.5 * (summed * summed - (e * e).sum(1)).sum(-1)  # (B,): sum over field pairs of <e_i, e_j>
         deep = self.out(self.deep(ops.flatten(e))).squeeze(-1)  # (B,)
-        return self.bias + first + pairwise + deep
+        return (self.bias + first + pairwise + deep).astype(ms.float32)  # fp32 under AMP too
 
 
 def bce_with_logits(logits, label):
