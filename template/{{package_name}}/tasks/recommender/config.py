@@ -11,7 +11,8 @@ from ...engine.schema import Config, Section
 
 class DataConfig(Section):
     source: Literal["synthetic", "movielens", "files"] = "synthetic"
-    path: str | None = None  # files: a folder with ratings.csv [+ items.csv], or (ctr) a label-first .tsv file
+    # files: ratings.csv/ratings.dat/u.data or a folder with one [+ titles], or (ctr) a label-first .tsv file
+    path: str | None = None
     mode: Literal["topk", "ctr"] = "topk"  # topk: implicit feedback, rank items; ctr: predict rating >= like_threshold
     negatives: int = Field(4, gt=0)  # topk: sampled negatives per training positive
     negative_passes: int = Field(3, gt=0)  # topk: passes over the positives per epoch, each with fresh negatives

@@ -12,10 +12,11 @@ from mindspore import Tensor, nn
 from ...engine.arrays import budget, predict
 from ...engine.errors import DataError
 from ...engine.task import Data, Model
-from .ids import IdMap, stable_hash
+from .ids import IdMap
 from .log import Log
 from .metrics import auc, logloss
 from .model import DeepFM, FeatureLoss
+from .tsvfile import read_tsv
 
 BATCH = 1 << 16  # rows per forward pass at evaluation
 
@@ -82,37 +83,13 @@ def rate_table(keys: np.ndarray, label: np.ndarray, size: int, strength: float =
 
 def prepare_tsv(path: Path, cfg) -> Data:
     """Criteo layout: ``label<TAB>feature...``; label 0/1; empty = missing. All-integer columns
-    are bucketed by log(v)^2; every (column, value) is hashed into one shared table."""
-    lines = [line.rstrip("\n") for line in path.open(encoding="utf-8") if line.strip()]
-    if not lines:
-        raise DataError(f"{path} is empty")
-    rows = [line.split("\t") for line in lines]
-    width = len(rows[0])
-    for line, row in enumerate(rows, start=1):
-        if len(row) != width or width < 2:
-            raise DataError(f"{path}:{line}: {len(row)} tab-separated fields, "
-                            f"expected {max(width, 2)} (label + features)")
-        if row[0] not in ("0", "1"):
-            raise DataError(f"{path}:{line}: label {row[0]!r} is not 0 or 1")
-    label = np.array([row[0] == "1" for row in rows], np.float32)
+    are bucketed by log(v)^2; every (column, value) is hashed into one shared table (``tsvfile.py``)."""
     buckets = cfg.data.hash_buckets or 2**17
-    columns = []
-    for j in range(1, width):
-        values = np.array([row[j] for row in rows])
-        filled = values != ""
-        try:
-            numbers = values[filled].astype(np.int64)
-            big = numbers > 2
-            numbers[big] = (np.log(numbers[big]) ** 2).astype(np.int64)
-            values = values.astype(object)
-            values[filled] = numbers.astype(str)
-        except ValueError:
-            pass  # a categorical column
-        columns.append(stable_hash(np.char.add(f"{j}:", values.astype(str)), buckets))
-    features = np.stack(columns, axis=1)
-    split = len(rows) - max(1, round(len(rows) * cfg.data.eval_fraction))
+    label, features = read_tsv(path, buckets)
+    width = features.shape[1] + 1
+    split = len(label) - max(1, round(len(label) * cfg.data.eval_fraction))
     if split < 1:
-        raise DataError(f"{path}: {len(rows)} rows are too few to hold some out")
+        raise DataError(f"{path}: {len(label)} rows are too few to hold some out")
     tables = [rate_table(features[:split, f], label[:split], buckets + 1) for f in range(width - 1)]
     best = max(range(width - 1), key=lambda f: auc(label[:split], tables[f][features[:split, f]]))
     meta = {"mode": "ctr", "layout": "tsv", "rows": buckets + 1, "fields": width - 1, "hash_buckets": buckets}

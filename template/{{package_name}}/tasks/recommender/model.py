@@ -27,7 +27,12 @@ def mlp(width: int, hidden: list[int], dropout: float, last_relu: bool = True) -
 def embedding(rows: int, dim: int, sparse: bool, init="normal") -> nn.Cell:
     """(B, ...) int32 ids -> (B, ..., dim) vectors, from a dense or a sparse-gradient table."""
     if sparse:
-        return nn.EmbeddingLookup(rows, dim, param_init=init, target="CPU", sparse=True)
+        # target="CPU" pins the lookup to the host (ops.EmbeddingLookup.set_device("CPU")): meant for
+        # tables kept in host memory, with the optimizer also moved there (optimizer.target = "CPU").
+        # Our optimizer runs where the runtime does, so off CPU the table, its lookup (SparseGatherV2)
+        # and lazy Adam's sparse update all stay on the device. On CPU both are the same.
+        target = "CPU" if ms.get_context("device_target") == "CPU" else "DEVICE"
+        return nn.EmbeddingLookup(rows, dim, param_init=init, target=target, sparse=True)
     return nn.Embedding(rows, dim, embedding_table=init)
 
 

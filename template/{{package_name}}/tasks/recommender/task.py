@@ -14,7 +14,7 @@ from ...engine.errors import ConfigError, DataError
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from . import ctr, topk
 from .ids import IdMap
-from .log import read_log
+from .log import RATINGS, read_log
 
 MODES = {"topk": topk, "ctr": ctr}
 
@@ -22,8 +22,9 @@ MODES = {"topk": topk, "ctr": ctr}
 def load_data(cfg) -> Data:
     check_sharding(cfg)  # before reading the data: the device is known, nothing is loaded yet
     d = cfg.data
-    if d.source == "files" and d.mode == "ctr" and d.path and Path(d.path).is_file():
-        return ctr.prepare_tsv(Path(d.path), cfg)
+    path = Path(d.path) if d.source == "files" and d.path else None
+    if d.mode == "ctr" and path and path.is_file() and path.name not in RATINGS:
+        return ctr.prepare_tsv(path, cfg)  # a label-first feature file (Criteo layout)
     return MODES[d.mode].prepare(read_log(cfg), cfg)
 
 
