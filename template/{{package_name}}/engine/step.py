@@ -7,7 +7,8 @@ check, clip, optimizer update. So k micro-batches of b update the weights exactl
 one batch of k*b, and distributed/AMP work happens once per optimizer step.
 
 Mixed precision (``train.amp_level`` other than O0) casts the loss network with
-``amp.auto_mixed_precision`` and scales the loss dynamically; an overflowed step is
+``amp.auto_mixed_precision`` (O2: every norm layer, GroupNorm too, kept in float32) and
+scales the loss dynamically; an overflowed step is
 skipped and the scale shrinks. In fp32 the scaler is the identity: one code path.
 
 ``train.jit: false`` runs the very same functions eagerly (PyNative) for debugging.
@@ -24,7 +25,10 @@ from .schema import Train
 def build_train_step(loss_net: nn.Cell, optimizer: nn.Optimizer, reducer, cfg: Train) -> TrainStep:
     """The step ``cfg`` describes: accumulation, mixed precision + loss scaling, clipping, jit."""
     amp_on = cfg.amp_level != "O0"
-    if amp_on:
+    if cfg.amp_level == "O2":  # norms stay float32: MindSpore's list has BatchNorm and LayerNorm, not GroupNorm
+        loss_net = amp.custom_mixed_precision(loss_net, black_list=[*amp.get_black_list(), nn.GroupNorm],
+                                              dtype=getattr(ms, cfg.amp_dtype))
+    elif amp_on:
         loss_net = amp.auto_mixed_precision(loss_net, cfg.amp_level, getattr(ms, cfg.amp_dtype))
     scaler = amp.DynamicLossScaler(cfg.loss_scale, 2, cfg.loss_scale_window) if amp_on else None
     # Gradients are checked every step under AMP (overflow) and with on_nonfinite: skip; a
