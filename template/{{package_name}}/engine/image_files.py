@@ -118,19 +118,34 @@ def add_channel_axis(image: np.ndarray) -> np.ndarray:
 
 
 def read_bytes(file: str) -> np.ndarray:
-    """A file's bytes, refused here (cheaply, by its first and last bytes) when it is not an
-    image MindSpore decodes or is visibly cut short: a JPEG truncated inside its headers
-    crashes MindSpore's decoder (SIGFPE: the process dies without a message)."""
+    """A file's bytes, refused here (cheaply) when it is not an image MindSpore decodes or is
+    visibly cut short: a JPEG truncated inside its headers crashes MindSpore's decoder
+    (SIGFPE: the process dies without a message)."""
     try:
         data = np.fromfile(file, np.uint8)
     except OSError as exc:
         raise DataError(f"{file}: cannot read ({exc.strerror})") from None
-    head, tail = data[:8].tobytes(), data[-1024:].tobytes()
+    head = data[:8].tobytes()
     if not head.startswith((JPEG, PNG, BMP)):
         raise DataError(f"{file}: not a readable image (not a JPEG, PNG or BMP file)")
-    if (head.startswith(JPEG) and b"\xff\xd9" not in tail) or (head.startswith(PNG) and b"IEND" not in tail):
+    if (head.startswith(JPEG) and not jpeg_complete(data.tobytes())) or (
+            head.startswith(PNG) and b"IEND" not in data[-1024:].tobytes()):
         raise DataError(f"{file}: not a readable image (truncated)")
     return data
+
+
+def jpeg_complete(data: bytes) -> bool:
+    """Whether a JPEG's headers are whole and an end-of-image marker (FF D9) follows its first
+    scan. Bytes after that marker are allowed: Motion Photos append a video there. The header
+    segments are skipped by their lengths (an EXIF thumbnail has an FF D9 of its own); in the
+    compressed data an FF D9 can only be the marker (a data byte FF is followed by 00)."""
+    at = 2  # after the start-of-image marker FF D8
+    while at + 4 <= len(data) and data[at] == 0xFF:
+        marker, length = data[at + 1], int.from_bytes(data[at + 2:at + 4], "big")
+        if marker == 0xDA:  # start of scan: the compressed data follows its header
+            return data.find(b"\xff\xd9", at + 2 + length) >= 0
+        at += 2 + length
+    return False
 
 
 def statistics(files: Sequence[str], size: int, channels: Literal[1, 3], sample: int, seed: int,
