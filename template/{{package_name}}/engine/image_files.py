@@ -41,13 +41,17 @@ class ImageTransform:
     augment: Literal["none", "crop", "crop_flip"] = "none"  # none: resize + centre crop (eval)
     min_crop: float = 0.25  # the smallest random crop, as a fraction of the image's area
     seed: int = 0
+    # Without augmentation: the shorter side is resized to round(size / eval_crop), then the
+    # centre size x size is kept (0.875: 224 from 256, as torchvision and timm evaluate; 1.0: all).
+    eval_crop: float = 1.0
 
     @classmethod
     def of(cls, meta: dict, **augmentation) -> ImageTransform:
         """The transform a task's ``meta`` describes (``image_size``, ``channels``, ``mean``,
-        ``std``: one number or one per channel); no augmentation unless given."""
+        ``std``: one number or one per channel; ``eval_crop``, 1.0 if absent); no augmentation
+        unless given."""
         return cls(meta["image_size"], meta["channels"], tuple(np.atleast_1d(meta["mean"]).tolist()),
-                   tuple(np.atleast_1d(meta["std"]).tolist()), **augmentation)
+                   tuple(np.atleast_1d(meta["std"]).tolist()), eval_crop=meta.get("eval_crop", 1.0), **augmentation)
 
 
 class ImageFiles:
@@ -76,7 +80,8 @@ class ImageFiles:
             steps.append(([CropAndFlip(t.min_crop, t.augment == "crop_flip")], ["image", "crop"], ["image"]))
             resize = [vision.Resize((t.size, t.size))]
         else:
-            resize = [vision.Resize(t.size), vision.CenterCrop(t.size)]  # shorter side, then the centre
+            # The shorter side (bilinear, longer side int(side * long / short)), then the centre.
+            resize = [vision.Resize(round(t.size / t.eval_crop)), vision.CenterCrop(t.size)]
         # Normalize works on [0, 255] values; the statistics are kept in [0, 1] units.
         mean, std = [m * 255 for m in t.mean], [s * 255 for s in t.std]
         if t.channels == 1:  # ConvertColor (vision.Grayscale fails after Decode) drops the channel axis
@@ -149,11 +154,11 @@ def jpeg_complete(data: bytes) -> bool:
 
 
 def statistics(files: Sequence[str], size: int, channels: Literal[1, 3], sample: int, seed: int,
-               workers: int) -> tuple[list[float], list[float]]:
+               workers: int, eval_crop: float = 1.0) -> tuple[list[float], list[float]]:
     """Per-channel mean and std in [0, 1] units of (at most) ``sample`` files drawn with
     ``seed``, as the eval transform sees them: bounded work whatever the number of files."""
     pick = np.sort(np.random.default_rng([seed, 0x57A7]).permutation(len(files))[:sample])
-    source = ImageFiles([files[i] for i in pick], {}, ImageTransform(size, channels))
+    source = ImageFiles([files[i] for i in pick], {}, ImageTransform(size, channels, eval_crop=eval_crop))
     total, squares, count = np.zeros(channels), np.zeros(channels), 0
     for (images,) in pipeline.batches(source, np.arange(len(pick)), 0, 64, workers, drop_remainder=False):
         pixels = images.transpose(1, 0, 2, 3).reshape(channels, -1).astype(np.float64)

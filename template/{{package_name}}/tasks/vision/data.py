@@ -41,7 +41,7 @@ def _array_data(path: Path, cfg) -> Data:
     train_idx, eval_idx = stratified_split(labels, len(labels), cfg.data.eval_fraction, cfg.seed)
     mean, std = normalisation(cfg, lambda: (float(images[train_idx].mean()), float(images[train_idx].std()) or 1.0))
     meta = {"classes": classes, "image_size": cfg.data.image_size, "channels": cfg.data.channels,
-            "mean": mean, "std": std}
+            "mean": mean, "std": std, "eval_crop": cfg.data.eval_crop}
     # Eval images stay raw: evaluate() normalises them with the meta in force, which is the
     # training run's own when eval.py scores a checkpoint on other data.
     return Data(train={"image": normalise(images[train_idx], meta), "label": labels[train_idx]},
@@ -54,8 +54,9 @@ def _folder_data(root: Path, cfg) -> Data:
     train_idx, eval_idx = stratified_split(labels, len(labels), cfg.data.eval_fraction, cfg.seed)
     d = cfg.data
     mean, std = normalisation(cfg, lambda: statistics(files[train_idx], d.image_size, d.channels, d.stats_sample,
-                                                      cfg.seed, resolve_workers(d.workers)))
-    meta = {"classes": classes, "image_size": d.image_size, "channels": d.channels, "mean": mean, "std": std}
+                                                      cfg.seed, resolve_workers(d.workers), d.eval_crop))
+    meta = {"classes": classes, "image_size": d.image_size, "channels": d.channels, "mean": mean, "std": std,
+            "eval_crop": d.eval_crop}
     augment = "crop_flip" if d.augment == "auto" else d.augment
     train = ImageFiles(files[train_idx], {"label": labels[train_idx]},
                        ImageTransform.of(meta, augment=augment, min_crop=d.min_crop, seed=cfg.seed))
