@@ -11,7 +11,7 @@ from ...engine.errors import CheckpointError, DataError
 from ...engine.image_files import predict_files
 from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
-from .data import load_data
+from .data import load_data, load_eval_data
 from .model import ClassificationLoss, Classifier, build_backbone
 
 
@@ -83,5 +83,5 @@ def capabilities(cfg) -> Capabilities:
 
 TASK = Task(name="vision", load_data=load_data, build_model=build_model, evaluate=evaluate,
             monitor="accuracy", mode="max", exports=exports,
-            warm_start=warm_start, capabilities=capabilities,
+            warm_start=warm_start, capabilities=capabilities, load_eval_data=load_eval_data,
             fixed_data=("image_size", "channels", "eval_crop"))
