@@ -41,13 +41,17 @@ class ImageTransform:
     augment: Literal["none", "crop", "crop_flip"] = "none"  # none: resize + centre crop (eval)
     min_crop: float = 0.25  # the smallest random crop, as a fraction of the image's area
     seed: int = 0
+    # Without augmentation: the shorter side is resized to round(size / eval_crop), then the
+    # centre size x size is kept (0.875: 224 from 256, as torchvision and timm evaluate; 1.0: all).
+    eval_crop: float = 1.0
 
     @classmethod
     def of(cls, meta: dict, **augmentation) -> ImageTransform:
         """The transform a task's ``meta`` describes (``image_size``, ``channels``, ``mean``,
-        ``std``: one number or one per channel); no augmentation unless given."""
+        ``std``: one number or one per channel; ``eval_crop``, 1.0 if absent); no augmentation
+        unless given."""
         return cls(meta["image_size"], meta["channels"], tuple(np.atleast_1d(meta["mean"]).tolist()),
-                   tuple(np.atleast_1d(meta["std"]).tolist()), **augmentation)
+                   tuple(np.atleast_1d(meta["std"]).tolist()), eval_crop=meta.get("eval_crop", 1.0), **augmentation)
 
 
 class ImageFiles:
@@ -76,7 +80,8 @@ class ImageFiles:
             steps.append(([CropAndFlip(t.min_crop, t.augment == "crop_flip")], ["image", "crop"], ["image"]))
             resize = [vision.Resize((t.size, t.size))]
         else:
-            resize = [vision.Resize(t.size), vision.CenterCrop(t.size)]  # shorter side, then the centre
+            # The shorter side (bilinear, longer side int(side * long / short)), then the centre.
+            resize = [vision.Resize(round(t.size / t.eval_crop)), vision.CenterCrop(t.size)]
         # Normalize works on [0, 255] values; the statistics are kept in [0, 1] units.
         mean, std = [m * 255 for m in t.mean], [s * 255 for s in t.std]
         if t.channels == 1:  # ConvertColor (vision.Grayscale fails after Decode) drops the channel axis
@@ -118,27 +123,42 @@ def add_channel_axis(image: np.ndarray) -> np.ndarray:
 
 
 def read_bytes(file: str) -> np.ndarray:
-    """A file's bytes, refused here (cheaply, by its first and last bytes) when it is not an
-    image MindSpore decodes or is visibly cut short: a JPEG truncated inside its headers
-    crashes MindSpore's decoder (SIGFPE: the process dies without a message)."""
+    """A file's bytes, refused here (cheaply) when it is not an image MindSpore decodes or is
+    visibly cut short: a JPEG truncated inside its headers crashes MindSpore's decoder
+    (SIGFPE: the process dies without a message)."""
     try:
         data = np.fromfile(file, np.uint8)
     except OSError as exc:
         raise DataError(f"{file}: cannot read ({exc.strerror})") from None
-    head, tail = data[:8].tobytes(), data[-1024:].tobytes()
+    head = data[:8].tobytes()
     if not head.startswith((JPEG, PNG, BMP)):
         raise DataError(f"{file}: not a readable image (not a JPEG, PNG or BMP file)")
-    if (head.startswith(JPEG) and b"\xff\xd9" not in tail) or (head.startswith(PNG) and b"IEND" not in tail):
+    if (head.startswith(JPEG) and not jpeg_complete(data.tobytes())) or (
+            head.startswith(PNG) and b"IEND" not in data[-1024:].tobytes()):
         raise DataError(f"{file}: not a readable image (truncated)")
     return data
 
 
+def jpeg_complete(data: bytes) -> bool:
+    """Whether a JPEG's headers are whole and an end-of-image marker (FF D9) follows its first
+    scan. Bytes after that marker are allowed: Motion Photos append a video there. The header
+    segments are skipped by their lengths (an EXIF thumbnail has an FF D9 of its own); in the
+    compressed data an FF D9 can only be the marker (a data byte FF is followed by 00)."""
+    at = 2  # after the start-of-image marker FF D8
+    while at + 4 <= len(data) and data[at] == 0xFF:
+        marker, length = data[at + 1], int.from_bytes(data[at + 2:at + 4], "big")
+        if marker == 0xDA:  # start of scan: the compressed data follows its header
+            return data.find(b"\xff\xd9", at + 2 + length) >= 0
+        at += 2 + length
+    return False
+
+
 def statistics(files: Sequence[str], size: int, channels: Literal[1, 3], sample: int, seed: int,
-               workers: int) -> tuple[list[float], list[float]]:
+               workers: int, eval_crop: float = 1.0) -> tuple[list[float], list[float]]:
     """Per-channel mean and std in [0, 1] units of (at most) ``sample`` files drawn with
     ``seed``, as the eval transform sees them: bounded work whatever the number of files."""
     pick = np.sort(np.random.default_rng([seed, 0x57A7]).permutation(len(files))[:sample])
-    source = ImageFiles([files[i] for i in pick], {}, ImageTransform(size, channels))
+    source = ImageFiles([files[i] for i in pick], {}, ImageTransform(size, channels, eval_crop=eval_crop))
     total, squares, count = np.zeros(channels), np.zeros(channels), 0
     for (images,) in pipeline.batches(source, np.arange(len(pick)), 0, 64, workers, drop_remainder=False):
         pixels = images.transpose(1, 0, 2, 3).reshape(channels, -1).astype(np.float64)

@@ -39,10 +39,10 @@ def load_trained(path: str, overrides: list[str] = ()) -> Trained:
     cfg = build_config(raw, source=f"{path} (saved config)")
     runtime.setup(cfg)
     task = get_task(cfg.task)
-    for key in task.fixed_data:  # what the network was built for stays as it was trained
+    for key in task.fixed_data:  # what the network was built and evaluated for stays as it was trained
         if getattr(cfg.data, key) != getattr(saved.data, key):
             raise ConfigError(f"data.{key}={getattr(cfg.data, key)!r}: {path} was trained with "
-                              f"data.{key}={getattr(saved.data, key)!r}, and its network only fits that")
+                              f"data.{key}={getattr(saved.data, key)!r}; a checkpoint is evaluated as it was trained")
     network = task.build_model(cfg, meta["task_meta"], Comm()).network
     checkpoint.restore(params, network)
     network.set_train(False)

@@ -12,7 +12,8 @@ and scales the loss dynamically; an overflowed step is skipped and the scale shr
 cast the network alone (in place), never the loss around it: a cell cast to float16 runs
 every op of its own in float16, even after an ``astype(float32)``, so softmax, log and the
 reduction stay float32 only outside it (networks end in a float32 cast; O1 casts only its
-white list of ops, matmuls and convolutions). In fp32 the scaler is the identity: one code path.
+white list of ops, matmuls and convolutions; O2 keeps every norm layer, GroupNorm too, in
+float32). In fp32 the scaler is the identity: one code path.
 
 ``train.jit: false`` runs the very same functions eagerly (PyNative) for debugging.
 """
@@ -29,11 +30,14 @@ from .task import Model
 def build_train_step(model: Model, optimizer: nn.Optimizer, reducer, cfg: Train) -> TrainStep:
     """The step ``cfg`` describes for a task's model: accumulation, mixed precision + loss
     scaling, clipping, jit, and the model's ``constrain`` after every applied update."""
-    amp_on, loss_net = cfg.amp_level != "O0", model.loss
+    amp_on, loss_net, dtype = cfg.amp_level != "O0", model.loss, getattr(ms, cfg.amp_dtype)
+    # O2/O3 cast model.network in place (model.loss holds it); their float32 output wrapper is not needed.
     if cfg.amp_level == "O1":  # a rewritten copy with float16 matmuls/convolutions
-        loss_net = amp.auto_mixed_precision(loss_net, "O1", getattr(ms, cfg.amp_dtype))
-    elif amp_on:  # in place: model.loss holds this network; its float32 output wrapper is not needed
-        amp.auto_mixed_precision(model.network, cfg.amp_level, getattr(ms, cfg.amp_dtype))
+        loss_net = amp.auto_mixed_precision(loss_net, "O1", dtype)
+    elif cfg.amp_level == "O2":  # norms stay float32: MindSpore's list has BatchNorm and LayerNorm, not GroupNorm
+        amp.custom_mixed_precision(model.network, black_list=[*amp.get_black_list(), nn.GroupNorm], dtype=dtype)
+    elif amp_on:
+        amp.auto_mixed_precision(model.network, cfg.amp_level, dtype)
     scaler = amp.DynamicLossScaler(cfg.loss_scale, 2, cfg.loss_scale_window) if amp_on else None
     # Gradients are checked every step under AMP (overflow) and with on_nonfinite: skip; a
     # non-finite update is then skipped and the step's flag says so.

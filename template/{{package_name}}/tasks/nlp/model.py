@@ -38,8 +38,8 @@ class CausalSelfAttention(nn.Cell):
         super().__init__()
         self.n_head, self.d_head = n_head, d_model // n_head
         self.scale = 1.0 / math.sqrt(self.d_head)
-        self.qkv = nn.Dense(d_model, 3 * d_model, weight_init=Normal(0.02), has_bias=bias)
-        self.proj = nn.Dense(d_model, d_model, weight_init=Normal(proj_std), has_bias=bias)
+        self.qkv = nn.Dense(d_model, 3 * d_model, weight_init=Normal(0.02), has_bias=bias, bias_init="zeros")
+        self.proj = nn.Dense(d_model, d_model, weight_init=Normal(proj_std), has_bias=bias, bias_init="zeros")
         self.attn_drop, self.resid_drop = nn.Dropout(p=dropout), nn.Dropout(p=dropout)
         # True above the diagonal: position t may not look at positions after t.
         self.future = Tensor(np.triu(np.ones((block_size, block_size), dtype=bool), k=1))
@@ -82,8 +82,8 @@ class CausalSelfAttention(nn.Cell):
 class MLP(nn.Cell):
     def __init__(self, d_model: int, hidden: int, dropout: float, proj_std: float, bias: bool):
         super().__init__()
-        self.fc = nn.Dense(d_model, hidden, weight_init=Normal(0.02), has_bias=bias)
-        self.proj = nn.Dense(hidden, d_model, weight_init=Normal(proj_std), has_bias=bias)
+        self.fc = nn.Dense(d_model, hidden, weight_init=Normal(0.02), has_bias=bias, bias_init="zeros")
+        self.proj = nn.Dense(hidden, d_model, weight_init=Normal(proj_std), has_bias=bias, bias_init="zeros")
         self.drop = nn.Dropout(p=dropout)
 
     def construct(self, x):

@@ -18,6 +18,9 @@ class DataConfig(DataSection):
     # crop (+ horizontal flip). auto = crop_flip; use crop where a flip changes the class (digits, text).
     augment: Literal["auto", "none", "crop", "crop_flip"] = "auto"
     min_crop: float = Field(0.25, gt=0, le=1)  # smallest random crop, as a fraction of the image area
+    # Evaluation of image files (and training with augment none): resize the shorter side to
+    # round(image_size / eval_crop), keep the centre image_size square (torchvision/timm: 0.875).
+    eval_crop: float = Field(0.875, gt=0, le=1)
     # Normalisation: null = measured on at most stats_sample training images (seeded); or one value
     # or one per channel in [0, 1] units, e.g. ImageNet's [0.485, 0.456, 0.406] / [0.229, 0.224, 0.225].
     mean: list[float] | None = None

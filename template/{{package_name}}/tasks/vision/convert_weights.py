@@ -102,7 +102,8 @@ def convert(src: str, out: str, *, classes: str | None = None, image_size: int =
                                    "model.freeze_backbone=false"])
         meta = {"classes": class_names(classes, head.shape[0]), "image_size": image_size,
                 "channels": int(stem.shape[1]), "mean": IMAGENET_MEAN[:stem.shape[1]],
-                "std": IMAGENET_STD[:stem.shape[1]]}
+                "std": IMAGENET_STD[:stem.shape[1]], "eval_crop": cfg.data.eval_crop,
+                "data_path": None}  # trained on no data here: eval.py scores all of any data.path
         network = build_model(cfg, meta, Comm()).network
         weights.load(network, weights.map_weights(network, tensors, source_name, ignored=ignored))
     except CheckpointError as exc:

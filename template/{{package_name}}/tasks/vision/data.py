@@ -23,44 +23,73 @@ from ...engine.task import Data
 
 
 def load_data(cfg) -> Data:
-    path = Path(cfg.data.path)
-    if path.is_dir():
-        return _folder_data(path, cfg)
-    if path.suffix == ".npz" and path.is_file():
-        return _array_data(path, cfg)
-    raise DataError(f"data.path={cfg.data.path!r}: expected an .npz file or an image folder")
-
-
-def _array_data(path: Path, cfg) -> Data:
-    if cfg.data.augment in ("crop", "crop_flip"):
-        raise ConfigError(f"data.augment={cfg.data.augment}: augmentation applies to image folders, "
-                          f"not to an .npz ({path}); set data.augment=auto")
-    images, labels = read_npz(path, cfg.data.image_size, cfg.data.channels)
-    classes = [str(c) for c in range(int(labels.max()) + 1)]
-    check_classes(classes, cfg)
-    train_idx, eval_idx = stratified_split(labels, len(labels), cfg.data.eval_fraction, cfg.seed)
-    mean, std = normalisation(cfg, lambda: (float(images[train_idx].mean()), float(images[train_idx].std()) or 1.0))
-    meta = {"classes": classes, "image_size": cfg.data.image_size, "channels": cfg.data.channels,
-            "mean": mean, "std": std}
-    # Eval images stay raw: evaluate() normalises them with the meta in force, which is the
-    # training run's own when eval.py scores a checkpoint on other data.
-    return Data(train={"image": normalise(images[train_idx], meta), "label": labels[train_idx]},
-                eval={"image": images[eval_idx], "label": labels[eval_idx]}, meta=meta)
-
-
-def _folder_data(root: Path, cfg) -> Data:
-    files, labels, classes = list_folder(root)
+    kind, examples, labels, classes = read_examples(cfg)
     check_classes(classes, cfg)
     train_idx, eval_idx = stratified_split(labels, len(labels), cfg.data.eval_fraction, cfg.seed)
     d = cfg.data
-    mean, std = normalisation(cfg, lambda: statistics(files[train_idx], d.image_size, d.channels, d.stats_sample,
-                                                      cfg.seed, resolve_workers(d.workers)))
-    meta = {"classes": classes, "image_size": d.image_size, "channels": d.channels, "mean": mean, "std": std}
-    augment = "crop_flip" if d.augment == "auto" else d.augment
-    train = ImageFiles(files[train_idx], {"label": labels[train_idx]},
-                       ImageTransform.of(meta, augment=augment, min_crop=d.min_crop, seed=cfg.seed))
-    # Eval stays a listing: evaluate() streams it with the meta in force (see _array_data).
-    return Data(train=train, eval={"file": files[eval_idx], "label": labels[eval_idx]}, meta=meta)
+    if kind == "image":  # an .npz, decoded: normalised in memory
+        images = examples
+        mean, std = normalisation(cfg, lambda: (float(images[train_idx].mean()), float(images[train_idx].std()) or 1.0))
+    else:  # an image folder, listed: streamed and transformed batch by batch
+        mean, std = normalisation(cfg, lambda: statistics(examples[train_idx], d.image_size, d.channels, d.stats_sample,
+                                                          cfg.seed, resolve_workers(d.workers), d.eval_crop))
+    meta = {"classes": classes, "image_size": d.image_size, "channels": d.channels, "mean": mean, "std": std,
+            "eval_crop": d.eval_crop, "data_path": d.path}
+    if kind == "image":
+        train = {"image": normalise(images[train_idx], meta), "label": labels[train_idx]}
+    else:
+        augment = "crop_flip" if d.augment == "auto" else d.augment
+        train = ImageFiles(examples[train_idx], {"label": labels[train_idx]},
+                           ImageTransform.of(meta, augment=augment, min_crop=d.min_crop, seed=cfg.seed))
+    # Eval stays raw (images in [0, 1], or a listing): evaluate() prepares it with the meta in
+    # force, which is the training run's own when eval.py scores a checkpoint on other data.
+    return Data(train=train, eval={kind: examples[eval_idx], "label": labels[eval_idx]}, meta=meta)
+
+
+def load_eval_data(cfg, meta: dict) -> Data:
+    """What ``eval.py`` scores, read for a checkpoint of ``meta``: nothing is measured and
+    ``model.pretrained`` is not read (the checkpoint carries its weights and normalisation).
+
+    - ``data.path`` is the data the checkpoint was trained on (``meta["data_path"]``, compared
+      as resolved paths): its held-out split, exactly as the evaluations during training;
+    - any other data: every example of it. A folder's classes are matched by name to the
+      checkpoint's (any subset of them; an unknown one is refused); an .npz's labels are
+      class indices, as in training.
+    """
+    kind, examples, labels, classes = read_examples(cfg)
+    if kind == "file":
+        labels = labels_by_name(labels, classes, meta["classes"], cfg.data.path)
+    trained_on = meta.get("data_path", cfg.data.path)  # absent: a checkpoint from before data_path was kept
+    if trained_on is not None and Path(trained_on).resolve() == Path(cfg.data.path).resolve():
+        rows = stratified_split(labels, len(labels), cfg.data.eval_fraction, cfg.seed)[1]
+    else:
+        rows = np.arange(len(labels))
+    return Data(train={}, eval={kind: examples[rows], "label": labels[rows]}, meta=meta)
+
+
+def read_examples(cfg) -> tuple[str, np.ndarray, np.ndarray, list[str]]:
+    """``("image", images, labels, classes)`` of an .npz (float32 (N, C, H, W) in [0, 1]) or
+    ``("file", paths, labels, classes)`` of an image folder (listed, nothing decoded)."""
+    path = Path(cfg.data.path)
+    if path.is_dir():
+        return ("file", *list_folder(path))
+    if path.suffix == ".npz" and path.is_file():
+        if cfg.data.augment in ("crop", "crop_flip"):
+            raise ConfigError(f"data.augment={cfg.data.augment}: augmentation applies to image folders, "
+                              f"not to an .npz ({path}); set data.augment=auto")
+        images, labels = read_npz(path, cfg.data.image_size, cfg.data.channels)
+        return "image", images, labels, [str(c) for c in range(int(labels.max()) + 1)]
+    raise DataError(f"data.path={cfg.data.path!r}: expected an .npz file or an image folder")
+
+
+def labels_by_name(labels: np.ndarray, classes: list[str], known: list[str], path: str) -> np.ndarray:
+    """Folder labels (positions in ``classes``) -> positions in ``known``, a checkpoint's classes."""
+    unknown = [name for name in classes if name not in known]
+    if unknown:
+        listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+        raise DataError(f"data.path={path!r}: class {unknown[0]!r} is not one of the checkpoint's "
+                        f"{len(known)} classes ({listed})")
+    return np.asarray([known.index(name) for name in classes], np.int32)[labels]
 
 
 def check_classes(classes: list[str], cfg) -> None:

@@ -6,7 +6,8 @@ train a new head, optionally with the backbone frozen) works alike for all of th
 
 from __future__ import annotations
 
-from mindspore import nn
+import mindspore as ms
+from mindspore import nn, ops
 
 from .resnet import ResNet
 from .small_cnn import SmallCNN
@@ -36,15 +37,18 @@ class Classifier(nn.Cell):
             if isinstance(cell, nn.BatchNorm2d):
                 cell.use_batch_statistics = False
 
-    def construct(self, x):  # (B, C, H, W) -> logits (B, num_classes)
-        return self.head(self.dropout(self.backbone(x)))
+    def construct(self, x):  # (B, C, H, W) -> logits (B, num_classes), float32 under mixed precision too
+        return self.head(self.dropout(self.backbone(x))).astype(ms.float32)
 
 
 class ClassificationLoss(nn.Cell):
+    """Mean cross-entropy, in float32 under mixed precision too: the logits arrive in float32
+    and the loss is a primitive, not a Cell that amp would cast to float16."""
+
     def __init__(self, network: nn.Cell):
         super().__init__()
         self.network = network
-        self.loss = nn.CrossEntropyLoss()
+        self.cross_entropy = ops.SparseSoftmaxCrossEntropyWithLogits()  # one fused kernel
 
-    def construct(self, image, label):
-        return self.loss(self.network(image), label)
+    def construct(self, image, label):  # (B, C, H, W), (B,) int32
+        return self.cross_entropy(self.network(image), label)

@@ -11,7 +11,7 @@ from ...engine.errors import CheckpointError, DataError
 from ...engine.image_files import predict_files
 from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
-from .data import load_data
+from .data import load_data, load_eval_data
 from .model import ClassificationLoss, Classifier, build_backbone
 
 
@@ -52,7 +52,8 @@ def check_backbone_fits(meta: dict, cfg) -> None:
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
     """Accuracy and loss over the eval images of the budget, prepared batch by batch: image
-    files stream through the eval transform (resize + centre crop) in ``data.workers`` workers."""
+    files stream through the eval transform (resize + centre crop, ``data.eval_crop``) in
+    ``data.workers`` workers."""
     if data.eval["label"].max() >= len(data.meta["classes"]):
         raise DataError(f"the eval data has {data.eval['label'].max() + 1} classes; "
                         f"the model knows {len(data.meta['classes'])}")
@@ -82,5 +83,5 @@ def capabilities(cfg) -> Capabilities:
 
 TASK = Task(name="vision", load_data=load_data, build_model=build_model, evaluate=evaluate,
             monitor="accuracy", mode="max", exports=exports,
-            warm_start=warm_start, capabilities=capabilities,
-            fixed_data=("image_size", "channels"))
+            warm_start=warm_start, capabilities=capabilities, load_eval_data=load_eval_data,
+            fixed_data=("image_size", "channels", "eval_crop"))
