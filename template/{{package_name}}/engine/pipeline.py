@@ -24,10 +24,15 @@ from .task import ExampleSource
 DUMPED_IMAGE = Path("abnormal_image.jpg")
 
 
-def resolve_workers(workers: int | str) -> int:
-    """``data.workers``: a count, or ``auto``: one per core, at most 8 (more rarely pays off
-    for image decoding and each worker holds its own prefetched rows)."""
-    return min(os.cpu_count() or 1, 8) if workers == "auto" else int(workers)
+def resolve_workers(workers: int | str, ranks: int | None = None) -> int:
+    """``data.workers``: a count, or ``auto``: this process's share of the cores, at most 8
+    (more rarely pays off for image decoding and each worker holds its own prefetched rows).
+    The cores are shared by the msrun ranks, assumed on this machine (on several machines, set
+    a count)."""
+    if workers != "auto":
+        return int(workers)
+    ranks = ranks or int(os.environ.get("MS_WORKER_NUM", "1") or 1)
+    return max(1, min((os.cpu_count() or 1) // ranks, 8))
 
 
 def is_streamed(source) -> bool:

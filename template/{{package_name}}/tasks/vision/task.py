@@ -6,7 +6,7 @@ import numpy as np
 from mindspore import Tensor, nn, ops
 
 from ...engine import checkpoint
-from ...engine.arrays import budget, normalise, predict
+from ...engine.arrays import budget, compiled, normalise, predict
 from ...engine.errors import CheckpointError, DataError
 from ...engine.image_files import predict_files
 from ...engine.pipeline import resolve_workers
@@ -58,10 +58,11 @@ def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
         raise DataError(f"the eval data has {data.eval['label'].max() + 1} classes; "
                         f"the model knows {len(data.meta['classes'])}")
     rows = budget(len(data.eval["label"]), cfg.eval.max_examples, cfg.seed)
+    forward = compiled(network, cfg.train.jit)  # compiled once per network, reused by every evaluation
     if "file" in data.eval:
-        logits = predict_files(network, data.eval["file"], data.meta, rows, resolve_workers(cfg.data.workers))
+        logits = predict_files(forward, data.eval["file"], data.meta, rows, resolve_workers(cfg.data.workers))
     else:
-        logits = predict(network, data.eval["image"], rows=rows, prepare=lambda batch: normalise(batch, data.meta))
+        logits = predict(forward, data.eval["image"], rows=rows, prepare=lambda batch: normalise(batch, data.meta))
     labels = data.eval["label"][rows]
     loss = float(ops.cross_entropy(Tensor(logits), Tensor(labels)).asnumpy())
     return {"accuracy": float((logits.argmax(1) == labels).mean()), "loss": loss, "examples": len(rows)}
