@@ -40,9 +40,9 @@ class Corpus:
                     h.update(block)
         return h.hexdigest()
 
-    def chunks(self, max_bytes: int | None = None) -> Iterator[str]:
-        """The text in pieces (files joined by a newline, ``\\r\\n`` as ``\\n``), each ending at a
-        line break where one exists. ``max_bytes``: stop after about that many bytes."""
+    def chunks(self, max_bytes: int | None = None, separator: str = "\n") -> Iterator[str]:
+        """The text in pieces (files joined by ``separator``, ``\\r\\n`` as ``\\n``), each ending at
+        a line break where one exists. ``max_bytes``: stop after about that many bytes."""
         if self.path is None:
             text = pydoc_text()
             yield from (text[i:i + CHUNK_BYTES] for i in range(0, len(text), CHUNK_BYTES))
@@ -50,7 +50,7 @@ class Corpus:
         read, blank = 0, True
         for i, file in enumerate(self.files):
             if i:
-                yield "\n"
+                yield separator
             for chunk in read_chunks(file):
                 blank = blank and not chunk.strip()
                 yield chunk

@@ -21,7 +21,7 @@ import numpy as np
 from .corpus import Corpus
 from .tokenizer import Tokenizer, token_dtype
 
-CACHE_FORMAT = 1  # bump when the file layout changes: old caches are then ignored
+CACHE_FORMAT = 2  # bump when the file layout changes: old caches are then ignored
 COUNT_CHUNK = 1 << 24  # tokens per np.bincount call: bounded memory for the unigram counts
 
 
@@ -68,7 +68,7 @@ def token_file(corpus: Corpus, tokenizer: Tokenizer, cache: Path) -> TokenFile:
 def _tokenise(corpus: Corpus, tokenizer: Tokenizer, folder: Path) -> None:
     dtype, n = token_dtype(tokenizer.vocab_size), 0
     with open(folder / "tokens.bin", "wb") as f:
-        for chunk in corpus.chunks():  # a chunk at a time: memory bounded by the chunk size
+        for chunk in corpus.chunks(separator=tokenizer.separator):  # a chunk at a time: bounded memory
             ids = tokenizer.encode(chunk, corpus.source)
             ids.astype(dtype).tofile(f)
             n += len(ids)

@@ -96,6 +96,12 @@ class Tokenizer:
                             f"{self.vocab_size} (the characters of its training text), e.g. {shown}")
         return ids.astype(np.int32)
 
+    @property
+    def separator(self) -> str:
+        """What goes between two documents (files) of a corpus: GPT-2's end-of-text token for a
+        BPE (as GPT-2 and nanoGPT train), a newline for characters and bytes, which have none."""
+        return SPECIAL if self.kind == "bpe" else "\n"
+
     def decode(self, ids) -> str:
         ids = [int(i) for i in ids]
         if self.kind == "byte":
