@@ -38,8 +38,9 @@ def test_generated_project_tests_and_default_training(tmp_path, task):
     project = generate(tmp_path, task, name=f"demo-{task}")
     # Its test_default_config_* trains the default config in-process; train.py below does the
     # same run as a user would and checks the same target (the task's facts), so it runs once.
-    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "", "-k",
-                  "not test_default_config"]  # -m "": the slow tests too, as the project's CI runs them
+    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "", "-n", "0", "-k",
+                  "not test_default_config"]  # -m "": the slow tests too, as the project's CI runs them;
+    # -n 0: this repo's suite already runs in parallel processes
     tests = subprocess.run(pytest_cmd, cwd=project, capture_output=True, text=True, timeout=1200)
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
     assert " passed" in tests.stdout.splitlines()[-1]

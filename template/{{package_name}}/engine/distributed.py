@@ -94,5 +94,18 @@ def average_running_stats(network: nn.Cell, comm: Comm) -> None:
         offset += p.size
 
 
+def copy_from_rank_0(network: nn.Cell, comm: Comm) -> None:
+    """Every rank gets rank 0's parameters (a broadcast as one all-reduce: the others add zeros)."""
+    if comm.size == 1:
+        return
+    params = list(network.get_parameters())
+    flat = np.concatenate([p.asnumpy().ravel().astype(np.float32) for p in params])
+    total = _sum(flat if comm.is_main else np.zeros_like(flat))
+    offset = 0
+    for p in params:
+        ops.assign(p, Tensor(total[offset:offset + p.size].reshape(p.shape)).astype(p.dtype))
+        offset += p.size
+
+
 def _sum(values: np.ndarray) -> np.ndarray:
     return ops.AllReduce()(Tensor(values.astype(np.float32))).asnumpy()  # CPU all-reduces only sums (fp32)

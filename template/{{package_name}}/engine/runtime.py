@@ -41,9 +41,12 @@ def setup(cfg: Config, device_id: int = 0) -> str:
     return device
 
 
-def seed_everything(seed: int) -> None:
+def seed_everything(seed: int, mindspore_only: bool = False) -> None:
+    """Python's, NumPy's and MindSpore's generators (only MindSpore's: initial weights and the
+    seeds of dropout kernels, fixed when a network is built)."""
     import mindspore as ms
 
-    random.seed(seed)
-    np.random.seed(seed)
+    if not mindspore_only:
+        random.seed(seed)
+        np.random.seed(seed)
     ms.set_seed(seed)

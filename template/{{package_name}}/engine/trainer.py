@@ -11,6 +11,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from mindspore import nn
+
 from ..tasks import get_task
 from . import checkpoint, distributed, manifest, pipeline, runtime
 from .callbacks import Callback, build_callbacks
@@ -65,7 +67,12 @@ class Trainer:
         self.steps_per_epoch = steps_per_epoch(len(self.batches), cfg.train.grad_accum_steps)
         self.total_steps = cfg.train.max_steps or cfg.train.epochs * self.steps_per_epoch
 
+        # Seed policy: splits, data order and sampled rows come from cfg.seed on every rank (one
+        # order, sharded by rank); the model is built under seed + rank, so each rank draws its own
+        # dropout masks (as nanoGPT offsets its seed), and starts from rank 0's initial weights.
+        runtime.seed_everything(cfg.seed + self.comm.rank, mindspore_only=True)
         model = task.build_model(cfg, self.data.meta, self.comm)
+        distributed.copy_from_rank_0(model.network, self.comm)
         self.network = model.network
         self.schedule = lr_schedule(cfg.optim, self.total_steps)
         self.optimizer = build_optimizer(cfg.optim, self.network.trainable_params(), self.schedule)
@@ -217,6 +224,10 @@ class Trainer:
             run_dir = new_run_dir(self.cfg.model_copy(update={"output": self.cfg.output.model_copy(
                 update={"name": None})}), self.comm.is_main)
         self._say(f"resumed from {path} at step {self.state.step} (epoch {self.state.epoch}); writing to {run_dir}")
+        if any(isinstance(cell, nn.Dropout) and cell.p > 0 for _, cell in self.network.cells_and_names()):
+            warnings.warn("resuming with dropout > 0: the weights, optimizer and data continue exactly, the dropout "
+                          "masks do not (MindSpore 2.10 keeps a dropout kernel's generator position inside the "
+                          "compiled graph, where no checkpoint reaches it)", stacklevel=2)
         return run_dir
 
     # -- helpers --------------------------------------------------------------------------
