@@ -17,18 +17,21 @@ from pathlib import Path
 
 import numpy as np
 
-from ...engine.arrays import normalise, predict, top_k
+from ...engine.arrays import compiled, normalise, predict, top_k
 from ...engine.errors import DataError
 from ...engine.images import IMAGE_SUFFIXES, open_image, to_array
 from .data import caption, tokenize, words
 
 
-def embed_images(network, images: np.ndarray, meta: dict, rows: np.ndarray | None = None) -> np.ndarray:
-    """Raw (N, C, H, W) images in [0, 1] (``rows`` of them) -> embeddings, normalised batch by batch as in training."""
-    return predict(network.image_encoder, images, rows=rows, prepare=lambda batch: normalise(batch, meta))
+def embed_images(network, images: np.ndarray, meta: dict, rows: np.ndarray | None = None, jit: bool = True
+                 ) -> np.ndarray:
+    """Raw (N, C, H, W) images in [0, 1] (``rows`` of them) -> embeddings, normalised batch by
+    batch as in training (the encoder compiled once, unless ``jit`` is false)."""
+    encoder = compiled(network.image_encoder, jit)
+    return predict(encoder, images, rows=rows, prepare=lambda batch: normalise(batch, meta))
 
 
-def embed_texts(network, texts: list[str], meta: dict, strict: bool = False) -> np.ndarray:
+def embed_texts(network, texts: list[str], meta: dict, strict: bool = False, jit: bool = True) -> np.ndarray:
     """Captions -> embeddings. ``strict``: refuse a caption without a single known word."""
     if strict:
         known = set(meta["vocab"][2:])
@@ -36,7 +39,7 @@ def embed_texts(network, texts: list[str], meta: dict, strict: bool = False) -> 
             if not any(w in known for w in words(text)):
                 raise DataError(f"no word of {text!r} is in the vocabulary the model was trained on "
                                 f"(e.g. {', '.join(meta['vocab'][2:7])})")
-    return predict(network.text_encoder, tokenize(texts, meta["vocab"], meta["max_tokens"]))
+    return predict(compiled(network.text_encoder, jit), tokenize(texts, meta["vocab"], meta["max_tokens"]))
 
 
 def retrieval_metrics(image_emb: np.ndarray, text_emb: np.ndarray, texts: list[str],

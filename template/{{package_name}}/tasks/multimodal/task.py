@@ -6,7 +6,7 @@ import numpy as np
 from mindspore import Tensor, nn
 
 from ...engine import checkpoint
-from ...engine.arrays import budget
+from ...engine.arrays import budget, compiled
 from ...engine.errors import CheckpointError
 from ...engine.image_files import predict_files
 from ...engine.pipeline import resolve_workers
@@ -53,22 +53,22 @@ def check_backbone_fits(meta: dict, cfg) -> None:
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
     """Retrieval among the held-out images of the eval budget, each embedded once, and all of
     their captions; zero-shot accuracy (per image) when the data has class labels."""
-    meta, held = data.meta, data.eval
+    meta, held, jit = data.meta, data.eval, cfg.train.jit  # encoders compiled once per network
     images = held["file"] if "file" in held else held["image"]
     rows = budget(len(images), cfg.eval.max_examples, cfg.seed)  # images, sorted
     lines = np.flatnonzero(np.isin(held["image_of"], rows))  # all captions of those images
     texts = [held["text"][j] for j in lines]
     if "file" in held:  # a folder: its images stream through the eval transform
         workers = resolve_workers(cfg.data.workers)
-        image_emb = predict_files(network.image_encoder, images, meta, rows, workers)
+        image_emb = predict_files(compiled(network.image_encoder, jit), images, meta, rows, workers)
     else:
-        image_emb = embed_images(network, images, meta, rows)
+        image_emb = embed_images(network, images, meta, rows, jit)
     image_of = np.searchsorted(rows, held["image_of"][lines])  # caption -> its image among rows
-    metrics = retrieval_metrics(image_emb, embed_texts(network, texts, meta), texts, image_of)
+    metrics = retrieval_metrics(image_emb, embed_texts(network, texts, meta, jit=jit), texts, image_of)
     if meta.get("classes") and held["label"] is not None:
         prompts = [caption(meta["prompt"], name) for name in meta["classes"]]
-        metrics["zero_shot_acc"] = zero_shot_accuracy(
-            image_emb, embed_texts(network, prompts, meta), meta["classes"], [held["label"][i] for i in rows])
+        metrics["zero_shot_acc"] = zero_shot_accuracy(image_emb, embed_texts(network, prompts, meta, jit=jit),
+                                                      meta["classes"], [held["label"][i] for i in rows])
     metrics["temperature"] = float(1.0 / network.scale().asnumpy())
     return {**metrics, "examples": len(rows)}
 
