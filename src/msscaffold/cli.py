@@ -167,7 +167,7 @@ def new(
         str | None,
         typer.Option(help="Task family (see `msscaffold tasks`).", autocompletion=_complete_task),
     ] = None,
-    name: Annotated[str | None, typer.Option(help="Project name [default: DEST's folder name].")] = None,
+    name: Annotated[str | None, typer.Option(help="Project name (default: DEST's folder name).")] = None,
     data: Annotated[list[str], typer.Option("--data", "-d", help="Any template answer, KEY=VALUE.")] = [],  # noqa: B006
     template: Annotated[str | None, typer.Option(help="Template path or git URL.")] = None,
     vcs_ref: Annotated[str | None, typer.Option(help="Template git ref (tag, branch, commit).")] = None,

@@ -49,12 +49,13 @@ def checkpoint_path(args: argparse.Namespace) -> str:
 
 
 def guarded(main: Callable[[], object]) -> NoReturn:
-    """Run ``main`` and exit: 0 on success, 2 with a one-line message on a user error."""
+    """Run ``main`` and exit: 0 on success, 1 with a one-line message on a user error (as
+    msscaffold; argparse's usage errors stay 2)."""
     try:
         main()
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(1)
     except Interrupted as exc:  # the trainer saved last.ckpt and said how to resume
         sys.exit(exc.code)
     except KeyboardInterrupt:
