@@ -32,18 +32,29 @@ def test_generated_code_is_lint_clean(tmp_path, task):
     assert lint.returncode == 0, lint.stdout[-3000:]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("task", available_tasks())
-def test_generated_project_tests_and_default_training(tmp_path, task):
-    project = generate(tmp_path, task, name=f"demo-{task}")
-    # Its test_default_config_* trains the default config in-process; train.py below does the
-    # same run as a user would and checks the same target (the task's facts), so it runs once.
-    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "", "-n", "0", "-k",
-                  "not test_default_config"]  # -m "": the slow tests too, as the project's CI runs them;
-    # -n 0: this repo's suite already runs in parallel processes
+def run_project_tests(project, marker: str) -> None:
+    """The project's own pytest on its tests of ``marker`` (its CI runs both halves); -n 0: this
+    repo's suite already runs in parallel processes, the halves of every task side by side."""
+    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker, "-n", "0",
+                  "-k", "not test_default_config"]  # train.py below runs the default config as a user would
     tests = subprocess.run(pytest_cmd, cwd=project, capture_output=True, text=True, timeout=1200)
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
     assert " passed" in tests.stdout.splitlines()[-1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", available_tasks())
+def test_generated_project_quick_tests(tmp_path, task):
+    run_project_tests(generate(tmp_path, task, name=f"quick-{task}"), "not slow")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", available_tasks())
+def test_generated_project_slow_tests_and_default_training(tmp_path, task):
+    project = generate(tmp_path, task, name=f"demo-{task}")
+    # Its test_default_config_* trains the default config in-process; train.py below does the
+    # same run as a user would and checks the same target (the task's facts), so it runs once.
+    run_project_tests(project, "slow")
 
     run = subprocess.run(
         [sys.executable, "train.py"], cwd=project, capture_output=True, text=True, timeout=600
