@@ -160,7 +160,8 @@ def check_sweep(path: str | Path, extra: list[str] = ()) -> Sweep:
     fixed = [*(f"{key}={text(value)}" for key, value in spec.set.items()), *extra]
     for key in [item.partition("=")[0] for item in fixed] + list(spec.params):
         if key in RESERVED:
-            raise ConfigError(f"{path}: {key}: set by the sweep itself (trial N runs in <output.dir>/sweeps/<name>/trial-N)")
+            raise ConfigError(f"{path}: {key}: set by the sweep itself "
+                              "(trial N runs in <output.dir>/sweeps/<name>/trial-N)")
     configs = [DEFAULT_CONFIG, *spec.config]
     try:
         base = load_config(configs, fixed)
