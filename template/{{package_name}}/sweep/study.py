@@ -264,4 +264,3 @@ def _error_line(log: Path) -> str:
 
 def _short(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
-
