@@ -64,7 +64,8 @@ def plot_history(study, sweep: Sweep, path: Path) -> Path:
     if done:
         ax.plot(*zip(*done), "o", label=sweep.metric)
         best = [better(v for n, v in done if n <= number) for number, _ in done]
-        ax.step([n for n, _ in done], best, where="post", label="best so far")
+        last = trials[-1].number  # the line runs on to the last trial, pruned or not
+        ax.step([n for n, _ in done] + [last], best + best[-1:], where="post", label="best so far")
     if pruned:
         ax.plot(*zip(*pruned), "x", color="grey", label="pruned (last report)")
     ax.set(title=f"sweep {sweep.name}", xlabel="trial", ylabel=sweep.metric)
