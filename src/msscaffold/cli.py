@@ -1,8 +1,9 @@
-"""The ``msscaffold`` command line: ``new``, ``update``, ``tasks``.
+"""The ``msscaffold`` command line: ``new``, ``update``, ``tasks``, ``doctor``.
 
 msscaffold new my-project --task vision
 msscaffold update my-project
 msscaffold tasks
+msscaffold doctor
 """
 
 from __future__ import annotations
@@ -225,3 +226,18 @@ def tasks(ctx: typer.Context) -> None:
             task = describe(name, source.read_text(src, FACTS.format(task=name)))
             out.print(f"{task.name:<12} {task.summary}")
             out.print(f"{'':<12} default: {task.trains_on}")
+
+
+@app.command()
+def doctor(
+    ctx: typer.Context,
+    project: Annotated[
+        Path | None, typer.Option(help="A generated project to check too (its config and extras).")
+    ] = None,
+) -> None:
+    """Check Python, MindSpore and this machine for training (the projects' own `doctor`)."""
+    with errors(ctx):
+        from msscaffold import doctor as _doctor
+
+        code = _doctor.run(["--project", str(project)] if project else [])
+    raise typer.Exit(code)

@@ -134,6 +134,8 @@ class Task:
     evaluate: Callable[[nn.Cell, Data, Config], dict[str, float]]
     monitor: str | Callable[[Config], str]  # metric that picks the best checkpoint (or cfg -> metric)
     mode: Literal["max", "min"]
+    # The metrics ``evaluate`` always returns (or cfg -> them): what sweep.py may optimise; the monitor is one.
+    metrics: tuple[str, ...] | Callable[[Config], tuple[str, ...]]
     # name -> (cell, example inputs) for MINDIR export; axis 0 of every input becomes dynamic
     exports: Callable[[nn.Cell, dict, Config], dict[str, tuple[nn.Cell, tuple[Tensor, ...]]]]
     capabilities: Callable[[Config], Capabilities] = lambda cfg: Capabilities()
@@ -149,3 +151,6 @@ class Task:
 
     def monitor_for(self, cfg: Config) -> str:
         return self.monitor(cfg) if callable(self.monitor) else self.monitor
+
+    def metrics_for(self, cfg: Config) -> tuple[str, ...]:
+        return self.metrics(cfg) if callable(self.metrics) else self.metrics

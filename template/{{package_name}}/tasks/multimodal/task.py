@@ -92,5 +92,6 @@ def capabilities(cfg) -> Capabilities:
 
 
 TASK = Task(name="multimodal", load_data=load_data, build_model=build_model, evaluate=evaluate,
-            monitor="i2t_r1", mode="max", exports=exports, warm_start=warm_start, capabilities=capabilities,
+            monitor="i2t_r1", mode="max", metrics=("i2t_r1", "i2t_r5", "t2i_r1", "t2i_r5", "temperature"),
+            exports=exports, warm_start=warm_start, capabilities=capabilities,
             fixed_data=("image_size", "channels", "max_tokens"))

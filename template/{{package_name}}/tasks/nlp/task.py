@@ -85,6 +85,7 @@ def deploy_meta(meta: dict, cfg) -> dict:
 
 
 TASK = Task(name="nlp", load_data=load_data, build_model=build_model, evaluate=evaluate,
-            monitor="loss", mode="min", exports=exports, deploy_meta=deploy_meta,
+            monitor="loss", mode="min", metrics=("loss", "perplexity", "unigram_ppl"),
+            exports=exports, deploy_meta=deploy_meta,
             fixed_data=("tokenizer", "tokenizer_file", "vocab_size"), load_eval_data=load_eval_data,
             warm_start=warm_start)

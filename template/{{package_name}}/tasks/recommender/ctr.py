@@ -22,6 +22,7 @@ BATCH = 1 << 16  # rows per forward pass at evaluation
 
 
 MONITOR = "auc"
+METRICS = ("auc", "rate_auc", "logloss", "rate_logloss")
 
 
 def build_model(cfg, meta: dict) -> Model:

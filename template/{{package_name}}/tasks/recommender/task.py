@@ -64,6 +64,10 @@ def monitor(cfg) -> str:
     return MODES[cfg.data.mode].MONITOR
 
 
+def metrics(cfg) -> tuple[str, ...]:
+    return MODES[cfg.data.mode].METRICS
+
+
 def exports(network: nn.Cell, meta: dict, cfg) -> dict:
     return MODES[meta["mode"]].exports(network, meta)
 
@@ -92,5 +96,5 @@ def capabilities(cfg) -> Capabilities:
 
 
 TASK = Task(name="recommender", load_data=load_data, build_model=build_model, evaluate=evaluate,
-            monitor=monitor, mode="max", exports=exports, capabilities=capabilities,
+            monitor=monitor, mode="max", metrics=metrics, exports=exports, capabilities=capabilities,
             fixed_data=("mode",))

@@ -23,6 +23,7 @@ CHUNK = 1 << 18  # scored pairs per chunk of users at evaluation
 
 
 MONITOR = "hr10"
+METRICS = ("hr10", "pop_hr10", "ndcg10", "pop_ndcg10", "hr10_full", "pop_hr10_full")
 
 
 def build_model(cfg, meta: dict) -> Model:

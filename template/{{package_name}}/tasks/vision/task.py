@@ -83,6 +83,6 @@ def capabilities(cfg) -> Capabilities:
 
 
 TASK = Task(name="vision", load_data=load_data, build_model=build_model, evaluate=evaluate,
-            monitor="accuracy", mode="max", exports=exports,
+            monitor="accuracy", mode="max", metrics=("accuracy", "loss"), exports=exports,
             warm_start=warm_start, capabilities=capabilities, load_eval_data=load_eval_data,
             fixed_data=("image_size", "channels", "eval_crop"))
