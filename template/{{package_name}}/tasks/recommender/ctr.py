@@ -118,7 +118,7 @@ def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
     """AUC and logloss beside the positive rate's, over the held-out rows of the eval budget."""
     e = data.eval
     rows = budget(len(e["label"]), cfg.eval.max_examples, cfg.seed)
-    label, baseline = e["label"][rows], e["baseline"][rows]
+    label, baseline = e["label"][rows], e["baseline"][rows]  # features: an int32 matrix or tsvfile.Features
     probs = 1 / (1 + np.exp(-predict(network, e["features"], rows=rows, batch_size=BATCH).astype(np.float64)))
     return {"auc": auc(label, probs), "rate_auc": auc(label, baseline),
             "logloss": logloss(label, probs), "rate_logloss": logloss(label, baseline), "examples": len(rows)}

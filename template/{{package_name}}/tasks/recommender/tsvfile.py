@@ -20,7 +20,7 @@ from pyarrow import csv as pacsv
 
 from ...engine.errors import DataError
 
-BLOCK = 1 << 26  # bytes of text parsed at a time (about 300k Criteo rows)
+BLOCK = 1 << 25  # bytes of text parsed at a time (about 120k Criteo rows)
 CRC_TABLE = np.arange(256, dtype=np.uint32)  # the crc32 (zlib) byte table
 for _ in range(8):
     CRC_TABLE = np.where(CRC_TABLE & 1, (CRC_TABLE >> 1) ^ np.uint32(0xEDB88320), CRC_TABLE >> 1)
@@ -108,6 +108,7 @@ def _read(path: Path, buckets: int, width: int, text: set[int]) -> tuple[np.ndar
                         raise _TextFound(j) from None
                     text.add(j)
             parts[j - 1].append(hash_values(values, f"{j}:", buckets))
+        del batch, label, values  # this block's text is freed before the next one is parsed
     codes, ids = zip(*map(_merge, parts))
     return np.concatenate(labels) if labels else np.zeros(0, np.float32), Features(list(codes), list(ids))
 
@@ -135,7 +136,7 @@ def _batches(path: Path, width: int, options: dict):
                 if cut:
                     yield from pacsv.open_csv(pa.py_buffer(memoryview(block)[:cut]), **options)
                 rest = block[cut:]
-            if rest.strip():
+            if rest:
                 yield from pacsv.open_csv(pa.py_buffer(rest), **options)
     except pa.ArrowInvalid as error:
         raise _describe(path, width, str(error)) from None
