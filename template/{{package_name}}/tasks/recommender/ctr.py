@@ -93,10 +93,11 @@ def prepare_tsv(path: Path, cfg) -> Data:
         raise DataError(f"{path}: {len(label)} rows are too few to hold some out")
     train, held = features.part(0, split), features.part(split, len(label))
     # Each field's positive rate per id, indexed by its codes (the same rates as per hashed id).
-    tables = [rate_table(codes, label[:split], len(ids)) for codes, ids in zip(train.codes, train.ids)]
+    tables = [rate_table(codes, label[:split], len(ids)) for codes, ids in zip(train.codes, train.ids, strict=True)]
     best = max(range(fields), key=lambda f: auc(label[:split], tables[f][train.codes[f]]))
     meta = {"mode": "ctr", "layout": "tsv", "rows": buckets + 1, "fields": fields, "hash_buckets": buckets}
-    eval_ = {"features": held, "label": label[split:], "baseline": tables[best][held.codes[best]]}
+    baseline = tables[best][held.codes[best]]
+    eval_ = {"features": held, "label": label[split:], "baseline": baseline}
     return Data(train=TsvRows(train, label[:split]), eval=eval_, meta=meta)
 
 

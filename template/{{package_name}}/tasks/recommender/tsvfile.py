@@ -44,11 +44,11 @@ class Features:
 
     @property
     def nbytes(self) -> int:
-        return sum(codes.nbytes + ids.nbytes for codes, ids in zip(self.codes, self.ids))
+        return sum(codes.nbytes + ids.nbytes for codes, ids in zip(self.codes, self.ids, strict=True))
 
     def __getitem__(self, rows) -> np.ndarray:
         """(len(rows), F) int32: the hashed ids of ``rows`` (an index array or a slice)."""
-        return np.stack([ids[codes[rows]] for codes, ids in zip(self.codes, self.ids)], axis=-1)
+        return np.stack([ids[codes[rows]] for codes, ids in zip(self.codes, self.ids, strict=True)], axis=-1)
 
     def part(self, start: int, stop: int) -> Features:
         """Rows ``start:stop``, sharing the codes (no copy)."""
@@ -82,7 +82,8 @@ def _width(path: Path) -> int:
 
 def _read(path: Path, buckets: int, width: int, text: set[int]) -> tuple[np.ndarray, Features]:
     names = [str(j) for j in range(width)]
-    options = dict(read_options=pacsv.ReadOptions(column_names=names, block_size=2 * BLOCK),  # 1 batch a block
+    read = pacsv.ReadOptions(column_names=names, block_size=2 * BLOCK)  # one batch a block
+    options = dict(read_options=read,
                    parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False),  # blank lines skipped
                    convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()),
                                                         null_values=[""], strings_can_be_null=True))
@@ -109,7 +110,7 @@ def _read(path: Path, buckets: int, width: int, text: set[int]) -> tuple[np.ndar
                     text.add(j)
             parts[j - 1].append(hash_values(values, f"{j}:", buckets))
         del batch, label, values  # this block's text is freed before the next one is parsed
-    codes, ids = zip(*map(_merge, parts))
+    codes, ids = zip(*map(_merge, parts), strict=True)
     return np.concatenate(labels) if labels else np.zeros(0, np.float32), Features(list(codes), list(ids))
 
 
@@ -157,7 +158,8 @@ def hash_values(values: pa.Array, prefix: str, buckets: int) -> tuple[np.ndarray
     encoded = pc.dictionary_encode(values.fill_null(""))
     hashed = (crc32(encoded.dictionary, zlib.crc32(prefix.encode())) % buckets + 1).astype(np.int32)
     ids, position = np.unique(hashed, return_inverse=True)
-    return ids, position.astype(np.min_scalar_type(len(ids) - 1))[encoded.indices.to_numpy(zero_copy_only=False)]
+    codes = position.astype(np.min_scalar_type(len(ids) - 1))
+    return ids, codes[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
 def crc32(strings: pa.StringArray, start: int = 0) -> np.ndarray:
