@@ -8,7 +8,8 @@ label (25 % positive), 13 integer columns (heavy-tailed counts, 0-40 % empty) an
 categorical columns of 8-hex-digit ids (Zipf-distributed over 10 to 1 M distinct values per
 column, 0-30 % empty). Then, in a fresh process of a project rendered from this checkout,
 ``tasks/recommender/tsvfile.read_tsv`` (what ``data.mode: ctr`` with a .tsv ``data.path``
-calls): wall time and peak RSS, beside the size of the result itself (int32 features).
+calls): wall time and peak RSS, beside the size of the result itself (the compact features
+``tsvfile.Features`` and the labels).
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def main() -> None:
         peak = usage.ru_maxrss / 1024
         print(f"read_tsv: {int(rows):,} rows x {fields} fields in {float(read):.1f} s "
               f"({int(rows) / float(read):,.0f} rows/s; process {wall:.1f} s); peak RSS {peak:,.0f} MB, "
-              f"of which the result (int32 features + labels) {int(result) / 2**20:,.0f} MB")
+              f"of which the result (compact features + labels) {int(result) / 2**20:,.0f} MB")
         print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 

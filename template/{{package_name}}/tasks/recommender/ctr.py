@@ -1,6 +1,7 @@
 """CTR mode: ratings >= ``data.like_threshold`` are positives; each user's latest ratings are
 held out (AUC, logloss beside the item's positive rate). A label-first TSV file (Criteo
-layout) goes straight to hashed features."""
+layout) goes straight to hashed features, kept compact (``tsvfile.Features``) and assembled
+into int32 batches as they are taken (``TsvRows``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from .ids import IdMap
 from .log import Log
 from .metrics import auc, logloss
 from .model import DeepFM, FeatureLoss
-from .tsvfile import read_tsv
+from .tsvfile import Features, read_tsv
 
 BATCH = 1 << 16  # rows per forward pass at evaluation
 
@@ -87,22 +88,39 @@ def prepare_tsv(path: Path, cfg) -> Data:
     are bucketed by log(v)^2; every (column, value) is hashed into one shared table (``tsvfile.py``)."""
     buckets = cfg.data.hash_buckets or 2**17
     label, features = read_tsv(path, buckets)
-    width = features.shape[1] + 1
+    fields = features.shape[1]
     split = len(label) - max(1, round(len(label) * cfg.data.eval_fraction))
     if split < 1:
         raise DataError(f"{path}: {len(label)} rows are too few to hold some out")
-    tables = [rate_table(features[:split, f], label[:split], buckets + 1) for f in range(width - 1)]
-    best = max(range(width - 1), key=lambda f: auc(label[:split], tables[f][features[:split, f]]))
-    meta = {"mode": "ctr", "layout": "tsv", "rows": buckets + 1, "fields": width - 1, "hash_buckets": buckets}
-    eval_ = {"features": features[split:], "label": label[split:], "baseline": tables[best][features[split:, best]]}
-    return Data(train={"features": features[:split], "label": label[:split]}, eval=eval_, meta=meta)
+    train, held = features.part(0, split), features.part(split, len(label))
+    # Each field's positive rate per id, indexed by its codes (the same rates as per hashed id).
+    tables = [rate_table(codes, label[:split], len(ids)) for codes, ids in zip(train.codes, train.ids, strict=True)]
+    best = max(range(fields), key=lambda f: auc(label[:split], tables[f][train.codes[f]]))
+    meta = {"mode": "ctr", "layout": "tsv", "rows": buckets + 1, "fields": fields, "hash_buckets": buckets}
+    baseline = tables[best][held.codes[best]]
+    eval_ = {"features": held, "label": label[split:], "baseline": baseline}
+    return Data(train=TsvRows(train, label[:split]), eval=eval_, meta=meta)
+
+
+class TsvRows:
+    """The training rows of a TSV file as a ``TrainSource``: each take assembles its (B, F)
+    int32 features from the compact columns, the same rows as an int32 matrix would give."""
+
+    def __init__(self, features: Features, label: np.ndarray):
+        self.features, self.label = features, label
+
+    def __len__(self) -> int:
+        return len(self.label)
+
+    def take(self, indices: np.ndarray, epoch: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        return self.features[indices], self.label[indices]  # the same rows every epoch
 
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
     """AUC and logloss beside the positive rate's, over the held-out rows of the eval budget."""
     e = data.eval
     rows = budget(len(e["label"]), cfg.eval.max_examples, cfg.seed)
-    label, baseline = e["label"][rows], e["baseline"][rows]
+    label, baseline = e["label"][rows], e["baseline"][rows]  # features: an int32 matrix or tsvfile.Features
     probs = 1 / (1 + np.exp(-predict(network, e["features"], rows=rows, batch_size=BATCH).astype(np.float64)))
     return {"auc": auc(label, probs), "rate_auc": auc(label, baseline),
             "logloss": logloss(label, probs), "rate_logloss": logloss(label, baseline), "examples": len(rows)}
