@@ -1,0 +1,105 @@
+"""``FastConv2d``: ``nn.Conv2d`` with a faster backward pass on CPU.
+
+MindSpore 2.10's CPU weight gradient (``Conv2DBackpropFilter``, oneDNN on plain NCHW memory)
+falls back to im2col + sgemm and runs the images of a batch one after another: on a 2-core
+x86-64 CPU one ``Conv2d(64, 64, 3, padding=1)`` on 32 x 64 x 32 x 32 took 188 ms forward +
+weight gradient, PyTorch 26. The same gradient written as a *forward* convolution takes
+about 42 ms:
+
+    dW[o, i, a, b] = sum_{n, y, x} dy[n, o, y, x] * x_pad[n, i, a + s*y, b + s*x]
+
+is a convolution of the input seen as (C_in, N, H, W) (channels as the batch, images as the
+channels) with the output gradient seen as (C_out, N, h, w) as its kernel, dilated by the
+forward stride s; its (C_in, C_out, >=k, >=k) result, cropped to k x k and transposed back,
+is dW. The input gradient stays MindSpore's own ``Conv2DBackpropInput``: the alternative, a
+forward convolution of dy with the flipped, transposed kernel, measured no faster (see
+benchmarks/bench_conv.py).
+
+The cell keeps ``nn.Conv2d``'s parameters (``weight``, ``bias``: checkpoints and imported
+weights are unchanged) and its forward op (``Conv2D``: the exported MINDIR is the same).
+Only the backward differs, and only where it measured faster: ``use_forward_dw``.
+"""
+
+from __future__ import annotations
+
+import mindspore as ms
+from mindspore import nn, ops
+from mindspore.ops.operations import _grad_ops  # Conv2DBackpropFilter: MindSpore's own, not public
+
+# The rule, measured per conv shape on the 2-core CPU above (benchmarks/bench_conv.py): the
+# forward-conv weight gradient wins where the output map is large (the stock kernel's cost is
+# one sgemm per image per output row block) and loses where it is small (8x8 and below: the
+# stock kernel is then fast and the transposes are not free). 1x1 convolutions keep the stock
+# gradient at every size (it is one matmul there).
+MIN_OUTPUT_PIXELS = 16 * 16
+
+
+def use_forward_dw(kernel: tuple[int, int], out_hw: tuple[int, int]) -> bool:
+    """Whether the weight gradient is computed as a forward convolution for this shape."""
+    return kernel != (1, 1) and out_hw[0] * out_hw[1] >= MIN_OUTPUT_PIXELS
+
+
+def _pads(size: int, kernel: int, stride: int, pad_mode: str, pad: tuple[int, int]) -> tuple[int, int]:
+    """(before, after) zero padding of one spatial axis, as the forward Conv2D applies it."""
+    if pad_mode == "pad":
+        return pad
+    if pad_mode == "valid":
+        return 0, 0
+    total = max((-(-size // stride) - 1) * stride + kernel - size, 0)  # "same": TensorFlow's split
+    return total // 2, total - total // 2
+
+
+class _ConvWithFastBackward(nn.Cell):
+    """``Conv2D(x, w)`` whose ``bprop`` returns (dx, dw); holds no parameters."""
+
+    def __init__(self, conv: nn.Conv2d, forward_dw: str):
+        super().__init__()
+        self.forward_dw = forward_dw
+        self.forward = conv.conv2d  # the same Conv2D primitive nn.Conv2d uses
+        self.kernel, self.stride = conv.kernel_size, conv.stride
+        self.pad_mode = conv.pad_mode
+        p = conv.padding if isinstance(conv.padding, tuple) else (conv.padding,) * 4
+        self.pad = (p[0], p[1]), (p[2], p[3])  # (top, bottom), (left, right)
+        self.out_channels = conv.out_channels
+
+    def construct(self, x, w):
+        return self.forward(x, w)
+
+    def bprop(self, x, w, out, dout):  # x (N, C_in, H, W), w (C_out, C_in, k, k), dout (N, C_out, h, w)
+        (sh, sw), (kh, kw) = self.stride, self.kernel
+        pads = (*_pads(x.shape[2], kh, sh, self.pad_mode, self.pad[0]),
+                *_pads(x.shape[3], kw, sw, self.pad_mode, self.pad[1]))  # (top, bottom, left, right)
+        # Explicit pads (pad_list) for MindSpore's own backward kernels, as its autodiff passes them.
+        dx = ops.Conv2DBackpropInput(self.out_channels, self.kernel, pad_mode="pad", pad=pads, pad_list=pads,
+                                     stride=self.stride)(dout, w, x.shape)
+        x = ops.depend(x, dx)  # the weight gradient after the input gradient, never beside it
+        fwd_dw = self.forward_dw == "always" or (self.forward_dw == "auto" and use_forward_dw(self.kernel, dout.shape[2:]))
+        if not fwd_dw:
+            dw = _grad_ops.Conv2DBackpropFilter(self.out_channels, self.kernel, pad_mode="pad", pad=pads,
+                                                pad_list=pads, stride=self.stride)(dout, x, w.shape)
+            return dx, dw
+        dw = ops.Conv2D(self.out_channels, dout.shape[2:], pad_mode="pad", pad=pads, dilation=(sh, sw))(
+            x.transpose(1, 0, 2, 3), dout.transpose(1, 0, 2, 3))  # (C_in, C_out, >=kh, >=kw)
+        return dx, dw[:, :, :kh, :kw].transpose(1, 0, 2, 3)
+
+
+class FastConv2d(nn.Conv2d):
+    """``nn.Conv2d`` (same arguments, parameters and forward op) with the weight gradient
+    computed as a forward convolution where that is faster (``use_forward_dw``), or at every
+    shape with ``forward_dw="always"`` (tests, benchmarks). ``group`` must be 1."""
+
+    def __init__(self, *args, forward_dw: str = "auto", **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.group != 1 or self.dilation != (1, 1):
+            raise ValueError(f"FastConv2d supports group=1 and dilation=1 only (got group={self.group}, "
+                             f"dilation={self.dilation}); use nn.Conv2d")
+        self.conv2d = _ConvWithFastBackward(self, forward_dw)
+
+
+def conv_class(setting: bool | str) -> type[nn.Conv2d]:
+    """The convolution the vision archs build for ``model.fast_conv``: ``FastConv2d`` (true, or
+    auto on CPU) or MindSpore's own ``nn.Conv2d`` (false, or auto on GPU/Ascend, whose kernels
+    are fast). Call after the device is set."""
+    if setting == "auto":
+        setting = ms.get_context("device_target") == "CPU"
+    return FastConv2d if setting else nn.Conv2d
