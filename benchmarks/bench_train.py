@@ -80,6 +80,9 @@ def bench_task(task: str, root: Path, steps: int) -> list[tuple[str, str]]:
     rows.append(("jit ms/step", f"{jit['ms_per_step']:.1f}"))
     rows.append(("PyNative ms/step", f"{pynative['ms_per_step']:.1f}"))
     rows.append(("PyNative / jit", f"{pynative['ms_per_step'] / jit['ms_per_step']:.1f}x"))
+    stock_conv = ms("model.fast_conv=false") if task == "vision" else None  # MindSpore's own conv backward
+    if stock_conv:
+        rows.append(("jit ms/step, model.fast_conv false", f"{stock_conv['ms_per_step']:.1f}"))
     framework = ms(extra=("--framework-loop",))
     if "error" in framework:
         rows.append(("Model.train GRAPH_MODE / ours", framework["error"][:60]))
@@ -120,6 +123,9 @@ def bench_task(task: str, root: Path, steps: int) -> list[tuple[str, str]]:
             rows.append((f"{name} ms/step", f"{peer['ms_per_step']:.1f}"))
             ratio = peer["ms_per_step"] / jit["ms_per_step"]
             rows.append((f"{name} / ours (>1: ours faster)", f"{ratio:.2f}"))
+            if stock_conv:
+                ratio = peer["ms_per_step"] / stock_conv["ms_per_step"]
+                rows.append((f"{name} / ours with fast_conv false", f"{ratio:.2f}"))
     return rows
 
 
