@@ -106,7 +106,7 @@ def mindspore_rows(reps: int, shapes) -> list[dict]:
         stock, picked = nn.Conv2d(cin, cout, k, **kw), fc.FastConv2d(cin, cout, k, **kw)
         forced = fc.FastConv2d(cin, cout, k, forward_dw="always", **kw)
         sequenced = fc.FastConv2d(cin, cout, k, forward_dw="never", **kw)
-        variants = {"stock": stock, "stock kernels sequenced": sequenced, "forward dW": forced, "rule": picked}
+        variants = {"stock": stock, "stock kernels in this cell": sequenced, "forward dW": forced, "rule": picked}
         if s == 1:
             dxconv = fc.FastConv2d(cin, cout, k, **kw)
             dxconv.conv2d = DxAsConv(dxconv, "always")
@@ -179,11 +179,11 @@ def main() -> None:
     peer = subprocess.run([sys.executable, __file__, "--torch-peer", "--reps", str(args.reps)],
                           capture_output=True, text=True)
     torch_ms = json.loads(peer.stdout.strip().splitlines()[-1]) if peer.returncode == 0 else [None] * len(rows)
-    print("\n| conv (where) | fwd | stock fwd+bwd | stock kernels, dW after dx | dW as fwd conv | + dx as fwd conv | rule picks: ms | "
+    print("\n| conv (where) | fwd | stock fwd+bwd | stock kernels in this cell's bprop | dW as fwd conv | + dx as fwd conv | rule picks: ms | "
           "speed-up | PyTorch fwd+bwd |\n|---|---|---|---|---|---|---|---|---|")
     for r, t in zip(rows, torch_ms):
         dx = f"{r['forward dW + dx']:.1f}" if "forward dW + dx" in r else "—"
-        print(f"| {r['shape']} ({r['where']}) | {r['forward']:.1f} | {r['stock']:.1f} | {r['stock kernels sequenced']:.1f} | {r['forward dW']:.1f} | {dx} | "
+        print(f"| {r['shape']} ({r['where']}) | {r['forward']:.1f} | {r['stock']:.1f} | {r['stock kernels in this cell']:.1f} | {r['forward dW']:.1f} | {dx} | "
               f"{r['rule picks']}: {r['rule']:.1f} | {r['stock'] / r['rule']:.2f}× | "
               f"{t:.1f} |" if t is not None else "— |")
     worst = max(v for r in rows for k, v in r.items() if k.endswith(" err"))

@@ -1,23 +1,27 @@
-"""``FastConv2d``: ``nn.Conv2d`` with a faster backward pass on CPU.
+"""``FastConv2d``: ``nn.Conv2d`` whose weight gradient is computed as a forward convolution.
 
-MindSpore 2.10's CPU weight gradient (``Conv2DBackpropFilter``, oneDNN on plain NCHW memory)
-falls back to im2col + sgemm and runs the images of a batch one after another: on a 2-core
-x86-64 CPU one ``Conv2d(64, 64, 3, padding=1)`` on 32 x 64 x 32 x 32 took 188 ms forward +
-weight gradient, PyTorch 26. The same gradient written as a *forward* convolution takes
-about 42 ms:
+Why it exists: DESIGN §8 measured MindSpore 2.10's CPU weight gradient (``Conv2DBackpropFilter``,
+oneDNN im2col + sgemm on plain NCHW memory) at 188 ms forward + weight gradient for one
+``Conv2d(64, 64, 3, padding=1)`` on 32 x 64 x 32 x 32 (2-core x86-64), and the same gradient as a
+forward convolution at 42 ms. The identity:
 
     dW[o, i, a, b] = sum_{n, y, x} dy[n, o, y, x] * x_pad[n, i, a + s*y, b + s*x]
 
 is a convolution of the input seen as (C_in, N, H, W) (channels as the batch, images as the
 channels) with the output gradient seen as (C_out, N, h, w) as its kernel, dilated by the
 forward stride s; its (C_in, C_out, >=k, >=k) result, cropped to k x k and transposed back,
-is dW. The input gradient stays MindSpore's own ``Conv2DBackpropInput``: the alternative, a
-forward convolution of dy with the flipped, transposed kernel, measured no faster (see
-benchmarks/bench_conv.py).
+is dW (equal to MindSpore's within float32 rounding; tests/test_vision.py).
+
+What we measured when building it (benchmarks/bench_conv.py, each variant alone in a process,
+quiet lock, median ms, fwd + both gradients): 64->64 at 32^2 stock 108, this cell 150; the
+ResNet stem 3->64 k7 s2 at 64^2 stock 44, this cell 48; a whole ResNet-18 step 437 vs 559.
+MindSpore's own backward did not show DESIGN's 188 ms here, so ``model.fast_conv`` defaults to
+false; auto / true are there to measure on your CPU. The input gradient is MindSpore's own
+``Conv2DBackpropInput``: a forward convolution of dy with the flipped, transposed kernel (the
+other candidate) measured slower at every stride-1 shape.
 
 The cell keeps ``nn.Conv2d``'s parameters (``weight``, ``bias``: checkpoints and imported
 weights are unchanged) and its forward op (``Conv2D``: the exported MINDIR is the same).
-Only the backward differs, and only where it measured faster: ``use_forward_dw``.
 """
 
 from __future__ import annotations
@@ -26,12 +30,12 @@ import mindspore as ms
 from mindspore import nn, ops
 from mindspore.ops.operations import _grad_ops  # Conv2DBackpropFilter: MindSpore's own, not public
 
-# The rule, measured per conv shape on the 2-core CPU above (benchmarks/bench_conv.py): the
-# forward-conv weight gradient wins where the output map is large (the stock kernel's cost is
-# one sgemm per image per output row block) and loses where it is small (8x8 and below: the
-# stock kernel is then fast and the transposes are not free). 1x1 convolutions keep the stock
-# gradient at every size (it is one matmul there).
-MIN_OUTPUT_PIXELS = 16 * 16
+# The per-layer rule: the forward-convolution weight gradient only where the output map is at
+# least 32x32 and the kernel larger than 1x1 -- DESIGN §8's winning shapes (all 32^2 outputs);
+# its losing ones were 8^2 maps and a 1x1 downsample, and at 16^2 (ResNet-18 layer1 at 64^2
+# input) it measured 1.5-2x slower here. Everywhere else this cell runs MindSpore's own kernels
+# (as fast as nn.Conv2d: 106 vs 108 ms above).
+MIN_OUTPUT_PIXELS = 32 * 32
 
 
 def use_forward_dw(kernel: tuple[int, int], out_hw: tuple[int, int]) -> bool:
@@ -72,9 +76,10 @@ class _ConvWithFastBackward(nn.Cell):
         # Explicit pads (pad_list) for MindSpore's own backward kernels, as its autodiff passes them.
         dx = ops.Conv2DBackpropInput(self.out_channels, self.kernel, pad_mode="pad", pad=pads, pad_list=pads,
                                      stride=self.stride)(dout, w, x.shape)
-        x = ops.depend(x, dx)  # the weight gradient after the input gradient, never beside it
-        fwd_dw = self.forward_dw == "always" or (self.forward_dw == "auto" and use_forward_dw(self.kernel, dout.shape[2:]))
-        if not fwd_dw:
+        # dx and dw are independent and the runtime runs them side by side (making dw wait for dx
+        # with ops.depend measured 2x slower: 218-244 vs 96-106 ms for the 64->64 conv at 32^2).
+        auto = self.forward_dw == "auto" and use_forward_dw(self.kernel, dout.shape[2:])
+        if not (self.forward_dw == "always" or auto):
             dw = _grad_ops.Conv2DBackpropFilter(self.out_channels, self.kernel, pad_mode="pad", pad=pads,
                                                 pad_list=pads, stride=self.stride)(dout, x, w.shape)
             return dx, dw
