@@ -105,8 +105,8 @@ def mindspore_rows(reps: int, shapes) -> list[dict]:
         kw = dict(stride=s, pad_mode="pad", padding=p, has_bias=False)
         stock, picked = nn.Conv2d(cin, cout, k, **kw), fc.FastConv2d(cin, cout, k, **kw)
         forced = fc.FastConv2d(cin, cout, k, forward_dw="always", **kw)
-        sequenced = fc.FastConv2d(cin, cout, k, forward_dw="never", **kw)
-        variants = {"stock": stock, "stock kernels in this cell": sequenced, "forward dW": forced, "rule": picked}
+        in_cell = fc.FastConv2d(cin, cout, k, forward_dw="never", **kw)
+        variants = {"stock": stock, "stock kernels in this cell": in_cell, "forward dW": forced, "rule": picked}
         if s == 1:
             dxconv = fc.FastConv2d(cin, cout, k, **kw)
             dxconv.conv2d = DxAsConv(dxconv, "always")
