@@ -128,7 +128,7 @@ def mindspore_rows(reps: int, shapes) -> list[dict]:
         calls = {"forward": lambda: fwd(x).asnumpy()}  # a jit call on CPU returns when the graph is done
         calls.update({name: lambda step=step: step(x)[1][0].asnumpy() for name, step in steps.items()})
         result.update(interleaved(calls, reps))
-        result["rule picks"] = "forward dW" if fc.use_forward_dw((k, k), (-(-size // s),) * 2) else "stock"
+        result["rule picks"] = "forward dW" if fc.use_forward_dw(cin, (k, k), ((size + 2 * p - k) // s + 1,) * 2) else "stock"
         rows.append(result)
     return rows
 

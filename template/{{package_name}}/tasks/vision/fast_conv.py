@@ -12,13 +12,14 @@ channels) with the output gradient seen as (C_out, N, h, w) as its kernel, dilat
 forward stride s; its (C_in, C_out, >=k, >=k) result, cropped to k x k and transposed back,
 is dW (equal to MindSpore's within float32 rounding; tests/test_vision.py).
 
-What we measured when building it (benchmarks/bench_conv.py, each variant alone in a process,
-quiet lock, median ms, fwd + both gradients): 64->64 at 32^2 stock 108, this cell 150; the
-ResNet stem 3->64 k7 s2 at 64^2 stock 44, this cell 48; a whole ResNet-18 step 437 vs 559.
-MindSpore's own backward did not show DESIGN's 188 ms here, so ``model.fast_conv`` defaults to
-false; auto / true are there to measure on your CPU. The input gradient is MindSpore's own
-``Conv2DBackpropInput``: a forward convolution of dy with the flipped, transposed kernel (the
-other candidate) measured slower at every stride-1 shape.
+What we measured when building it (benchmarks/bench_conv.py, same CPU, fwd + both gradients,
+median ms): MindSpore's own backward did not show DESIGN's 188 ms here (64->64 at 32^2: 110 for
+forward + both gradients) and the forward-convolution weight gradient won only on an image
+stem (3->64 k7 s2 at 64^2: 51 -> 46 ms, 1.1x); on 64->64 at 32^2 it lost (110 -> 144), and at
+16^2 and below by 1.2-2.5x. A ResNet-18 step: 468 ms with nn.Conv2d, 459 with this cell (noise
+level), so ``model.fast_conv`` defaults to false; auto / true are there to measure on your CPU.
+The input gradient is MindSpore's own ``Conv2DBackpropInput``: a forward convolution of dy with
+the flipped, transposed kernel (the other candidate) measured slower at every stride-1 shape.
 
 The cell keeps ``nn.Conv2d``'s parameters (``weight``, ``bias``: checkpoints and imported
 weights are unchanged) and its forward op (``Conv2D``: the exported MINDIR is the same).
@@ -30,17 +31,18 @@ import mindspore as ms
 from mindspore import nn, ops
 from mindspore.ops.operations import _grad_ops  # Conv2DBackpropFilter: MindSpore's own, not public
 
-# The per-layer rule: the forward-convolution weight gradient only where the output map is at
-# least 32x32 and the kernel larger than 1x1 -- DESIGN §8's winning shapes (all 32^2 outputs);
-# its losing ones were 8^2 maps and a 1x1 downsample, and at 16^2 (ResNet-18 layer1 at 64^2
-# input) it measured 1.5-2x slower here. Everywhere else this cell runs MindSpore's own kernels
-# (as fast as nn.Conv2d: 106 vs 108 ms above).
+# The per-layer rule, from the table above: the forward-convolution weight gradient only for a
+# convolution of the image itself (at most 4 input channels: the stem), kernel larger than 1x1,
+# output map at least 32x32 -- the one shape where it won (1.1x). Every other layer (64+ input
+# channels, or maps of 16^2 and below, or 1x1) runs MindSpore's own backward kernels in this
+# cell, measured as fast as nn.Conv2d's (e.g. 90 vs 110, 21 vs 22 ms).
+MAX_INPUT_CHANNELS = 4
 MIN_OUTPUT_PIXELS = 32 * 32
 
 
-def use_forward_dw(kernel: tuple[int, int], out_hw: tuple[int, int]) -> bool:
+def use_forward_dw(in_channels: int, kernel: tuple[int, int], out_hw: tuple[int, int]) -> bool:
     """Whether the weight gradient is computed as a forward convolution for this shape."""
-    return kernel != (1, 1) and out_hw[0] * out_hw[1] >= MIN_OUTPUT_PIXELS
+    return in_channels <= MAX_INPUT_CHANNELS and kernel != (1, 1) and out_hw[0] * out_hw[1] >= MIN_OUTPUT_PIXELS
 
 
 def _pads(size: int, kernel: int, stride: int, pad_mode: str, pad: tuple[int, int]) -> tuple[int, int]:
@@ -78,7 +80,7 @@ class _ConvWithFastBackward(nn.Cell):
                                      stride=self.stride)(dout, w, x.shape)
         # dx and dw are independent and the runtime runs them side by side (making dw wait for dx
         # with ops.depend measured 2x slower: 218-244 vs 96-106 ms for the 64->64 conv at 32^2).
-        auto = self.forward_dw == "auto" and use_forward_dw(self.kernel, dout.shape[2:])
+        auto = self.forward_dw == "auto" and use_forward_dw(x.shape[1], self.kernel, dout.shape[2:])
         if not (self.forward_dw == "always" or auto):
             dw = _grad_ops.Conv2DBackpropFilter(self.out_channels, self.kernel, pad_mode="pad", pad=pads,
                                                 pad_list=pads, stride=self.stride)(dout, x, w.shape)
