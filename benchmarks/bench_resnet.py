@@ -5,7 +5,8 @@
 Generates a vision project from this checkout and times, each in a fresh process, one
 optimizer step (SGD with momentum, fp32, batch 32 of 64x64 RGB by default; median after
 warm-up) of: the project's ``model.arch=resnet18`` with its jit step (oneDNN capped at AVX2,
-as the vision config ships), and the same network in PyTorch eager and ``torch.compile``
+as the vision config ships), with ``model.fast_conv`` false (MindSpore's own convolution
+backward) and true (``FastConv2d``), and the same network in PyTorch eager and ``torch.compile``
 (the project's own ``reference_resnet.py``). It also prints the model FLOPs per step
 (2 x multiply-accumulates of every convolution and the head, x3 for forward + backward) as a
 share of this machine's fp32 matmul peak (numpy sgemm 2048^2). Not a test: it prints figures.
@@ -92,12 +93,14 @@ def main() -> None:
         config = ["model.arch=resnet18", "data.channels=3", f"data.image_size={args.size}",
                   f"train.batch_size={args.batch}", "optim.name=momentum", "optim.lr=0.01",
                   "optim.schedule=constant"]
-        ours = measure(project, package, *config, steps=args.steps)
+        before = measure(project, package, *config, "model.fast_conv=false", steps=args.steps)
+        ours = measure(project, package, *config, "model.fast_conv=true", steps=args.steps)
         eager, compiled = (peer(project, package, c, args) for c in (False, True))
     peak = _matmul_peak_gflops()
     flops = eager.get("flops_per_step")
     rows = [("", "ms/step", "GFLOP/s", "share of peak")]
-    for name, result in (("MindSpore 2.10 jit (AVX2 cap)", ours), ("PyTorch eager", eager),
+    for name, result in (("MindSpore jit, fast_conv false", before), ("MindSpore jit, fast_conv true", ours),
+                         ("PyTorch eager", eager),
                          ("PyTorch torch.compile", compiled)):
         if "error" in result:
             rows.append((name, result["error"][:60], "", ""))
@@ -109,8 +112,9 @@ def main() -> None:
           f"{flops / 1e9 if flops else float('nan'):.1f} GFLOP/step; matmul peak {peak:.0f} GFLOP/s")
     for row in rows:
         print(f"{row[0]:<32}{row[1]:>10}{row[2]:>10}{row[3]:>15}")
-    if "error" not in ours and "error" not in eager:
-        print(f"PyTorch eager / MindSpore: {eager['ms_per_step'] / ours['ms_per_step']:.2f}")
+    for name, result in (("fast_conv false", before), ("fast_conv true", ours)):
+        if "error" not in result and "error" not in eager:
+            print(f"PyTorch eager / MindSpore {name}: {eager['ms_per_step'] / result['ms_per_step']:.2f}")
 
 
 if __name__ == "__main__":

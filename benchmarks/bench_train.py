@@ -80,6 +80,10 @@ def bench_task(task: str, root: Path, steps: int) -> list[tuple[str, str]]:
     rows.append(("jit ms/step", f"{jit['ms_per_step']:.1f}"))
     rows.append(("PyNative ms/step", f"{pynative['ms_per_step']:.1f}"))
     rows.append(("PyNative / jit", f"{pynative['ms_per_step'] / jit['ms_per_step']:.1f}x"))
+    # the convolution with the weight gradient as a forward convolution (default false: nn.Conv2d)
+    fast_conv = ms("model.fast_conv=true") if task == "vision" else None
+    if fast_conv:
+        rows.append(("jit ms/step, model.fast_conv true", f"{fast_conv['ms_per_step']:.1f}"))
     framework = ms(extra=("--framework-loop",))
     if "error" in framework:
         rows.append(("Model.train GRAPH_MODE / ours", framework["error"][:60]))
@@ -120,6 +124,9 @@ def bench_task(task: str, root: Path, steps: int) -> list[tuple[str, str]]:
             rows.append((f"{name} ms/step", f"{peer['ms_per_step']:.1f}"))
             ratio = peer["ms_per_step"] / jit["ms_per_step"]
             rows.append((f"{name} / ours (>1: ours faster)", f"{ratio:.2f}"))
+            if fast_conv:
+                ratio = peer["ms_per_step"] / fast_conv["ms_per_step"]
+                rows.append((f"{name} / ours with fast_conv true", f"{ratio:.2f}"))
     return rows
 
 

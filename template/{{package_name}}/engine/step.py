@@ -20,6 +20,8 @@ float32). In fp32 the scaler is the identity: one code path.
 
 from __future__ import annotations
 
+import functools
+
 import mindspore as ms
 from mindspore import amp, nn, ops
 
@@ -27,9 +29,10 @@ from .schema import Train
 from .task import Model
 
 
-def build_train_step(model: Model, optimizer: nn.Optimizer, reducer, cfg: Train) -> TrainStep:
+def build_train_step(model: Model, optimizer: nn.Optimizer, reducer, cfg: Train, jit_level: str = "O0") -> TrainStep:
     """The step ``cfg`` describes for a task's model: accumulation, mixed precision + loss
-    scaling, clipping, jit, and the model's ``constrain`` after every applied update."""
+    scaling, clipping, jit (at ``jit_level``, runtime.jit_level), and the model's ``constrain``
+    after every applied update."""
     amp_on, loss_net, dtype = cfg.amp_level != "O0", model.loss, getattr(ms, cfg.amp_dtype)
     # O2/O3 cast model.network in place (model.loss holds it); their float32 output wrapper is not needed.
     if cfg.amp_level == "O1":  # a rewritten copy with float16 matmuls/convolutions
@@ -43,13 +46,14 @@ def build_train_step(model: Model, optimizer: nn.Optimizer, reducer, cfg: Train)
     # non-finite update is then skipped and the step's flag says so.
     check = amp_on or cfg.on_nonfinite == "skip"
     return TrainStep(loss_net, optimizer, reducer, accum_steps=cfg.grad_accum_steps, loss_scaler=scaler,
-                     check_overflow=check, grad_clip=cfg.grad_clip, jit=cfg.jit, constrain=model.constrain)
+                     check_overflow=check, grad_clip=cfg.grad_clip, jit=cfg.jit, constrain=model.constrain,
+                     jit_level=jit_level)
 
 
 class TrainStep:
     def __init__(self, loss_net: nn.Cell, optimizer: nn.Optimizer, reducer, *, accum_steps: int = 1,
                  loss_scaler=None, check_overflow: bool = False, grad_clip: float | None = None,
-                 jit: bool = True, constrain=None):
+                 jit: bool = True, constrain=None, jit_level: str = "O0"):
         self.loss_net = loss_net
         self.constrain = constrain or _unconstrained
         self.optimizer = optimizer
@@ -62,7 +66,7 @@ class TrainStep:
         self.grad_fn = ms.value_and_grad(self._scaled_loss, None, optimizer.parameters)
         self.accum = optimizer.parameters.clone(prefix="grad_accum", init="zeros") if accum_steps > 1 else None
         self.hyper_map = ops.HyperMap()
-        compile_ = ms.jit if jit else _eager
+        compile_ = functools.partial(ms.jit, jit_level=jit_level) if jit else _eager
         self._accumulate = compile_(self.accumulate)
         self._apply = compile_(self.accumulate_and_apply)
 

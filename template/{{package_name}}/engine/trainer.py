@@ -77,7 +77,7 @@ class Trainer:
         self.schedule = lr_schedule(cfg.optim, self.total_steps)
         self.optimizer = build_optimizer(cfg.optim, self.network.trainable_params(), self.schedule)
         reducer = distributed.grad_reducer(self.optimizer.parameters, self.comm)
-        self.step_fn = build_train_step(model, self.optimizer, reducer, cfg.train)
+        self.step_fn = build_train_step(model, self.optimizer, reducer, cfg.train, cfg.runtime.jit_level)
         self.watch = Watch(cfg.train, self.optimizer.parameters, self._say)
         model.loss.set_train(True)
 

@@ -33,6 +33,9 @@ class ModelConfig(Section):
     text_layers: int = Field(2, gt=0)  # transformer: blocks
     text_heads: int = Field(4, gt=0)  # transformer: attention heads
     init_temperature: float = Field(0.07, ge=0.01, le=1.0)  # softmax temperature at step 0 (learned)
+    # small_cnn, resnet* towers: the vision task's convolutions whose weight gradient is a forward
+    # convolution (tasks/vision/fast_conv.py): auto = on CPU only | true | false = nn.Conv2d (default)
+    fast_conv: Literal["auto"] | bool = False
     # a vision checkpoint (trained, or made by the vision task's convert_weights.py) whose backbone
     # starts the image tower; its model.arch must equal image_tower (small_cnn or resnet*)
     pretrained: str | None = None

@@ -24,6 +24,7 @@ from mindspore.common.initializer import Normal, initializer
 
 from ...engine.task import Comm
 from ..nlp.model import LN_EPS, Block
+from ..vision.fast_conv import conv_class
 from ..vision.resnet import ResNet
 from ..vision.small_cnn import SmallCNN
 
@@ -169,9 +170,10 @@ def build_image_tower(m, channels: int, image_size: int) -> nn.Cell:
         return MLPImageTower(channels, image_size, m.image_widths, m.embed_dim)
     if m.image_tower == "cnn":
         return CNNImageTower(channels, m.image_widths, m.embed_dim)
+    conv = conv_class(m.fast_conv)
     if m.image_tower == "small_cnn":  # GroupNorm: accumulation and data parallelism stay exact
-        return BackboneImageTower(SmallCNN(channels, image_size, m.image_widths, 1, "group"), m.embed_dim)
-    return BackboneImageTower(ResNet(m.image_tower, channels), m.embed_dim)
+        return BackboneImageTower(SmallCNN(channels, image_size, m.image_widths, 1, "group", conv), m.embed_dim)
+    return BackboneImageTower(ResNet(m.image_tower, channels, conv), m.embed_dim)
 
 
 def build_text_tower(m, meta: dict) -> nn.Cell:

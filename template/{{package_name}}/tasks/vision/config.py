@@ -47,6 +47,10 @@ class ModelConfig(Section):
     dropout: float = Field(0.0, ge=0, lt=1)
     pretrained: str | None = None  # checkpoint to start from (backbone weights)
     freeze_backbone: bool = False  # fine-tune only the classifier head
+    # Convolutions whose weight gradient is a forward convolution (fast_conv.py; same weights and
+    # forward op): auto = on CPU only, true = on any device, false = MindSpore's own nn.Conv2d
+    # (default: no faster on the 2-core CPU it was measured on; see fast_conv.py)
+    fast_conv: Literal["auto"] | bool = False
 
 
 class TaskConfig(Config):

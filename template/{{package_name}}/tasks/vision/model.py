@@ -9,14 +9,16 @@ from __future__ import annotations
 import mindspore as ms
 from mindspore import nn, ops
 
+from .fast_conv import conv_class
 from .resnet import ResNet
 from .small_cnn import SmallCNN
 
 
 def build_backbone(model_cfg, channels: int, image_size: int) -> nn.Cell:
+    conv = conv_class(model_cfg.fast_conv)
     if model_cfg.arch == "small_cnn":
-        return SmallCNN(channels, image_size, model_cfg.widths, model_cfg.blocks_per_stage, model_cfg.norm)
-    return ResNet(model_cfg.arch, channels)
+        return SmallCNN(channels, image_size, model_cfg.widths, model_cfg.blocks_per_stage, model_cfg.norm, conv)
+    return ResNet(model_cfg.arch, channels, conv)
 
 
 class Classifier(nn.Cell):

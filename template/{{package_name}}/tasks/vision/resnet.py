@@ -5,6 +5,9 @@ table (``convert_weights.py``), not code per layer.
 
 BatchNorm, as published: its statistics come from each micro-batch, so gradient accumulation
 and data parallelism are approximate (the task says so when you use them).
+
+``conv``: the convolution class, ``nn.Conv2d`` or ``fast_conv.FastConv2d`` (same parameter
+names, faster backward on CPU; ``model.fast_conv``).
 """
 
 from __future__ import annotations
@@ -13,10 +16,10 @@ from mindspore import nn, ops
 from mindspore.common.initializer import HeNormal
 
 
-def conv(in_ch: int, out_ch: int, kernel: int, stride: int = 1) -> nn.Conv2d:
+def conv(in_ch: int, out_ch: int, kernel: int, stride: int = 1, cls=nn.Conv2d) -> nn.Conv2d:
     # Explicit symmetric padding: MindSpore's "same" pads stride-2 convolutions on one side
     # only, which would not compute what the published weights were trained with.
-    return nn.Conv2d(in_ch, out_ch, kernel, stride=stride, pad_mode="pad", padding=kernel // 2,
+    return cls(in_ch, out_ch, kernel, stride=stride, pad_mode="pad", padding=kernel // 2,
                      has_bias=False, weight_init=HeNormal(mode="fan_out", nonlinearity="relu"))
 
 
@@ -25,12 +28,12 @@ class BasicBlock(nn.Cell):
 
     expansion = 1
 
-    def __init__(self, in_ch: int, width: int, stride: int):
+    def __init__(self, in_ch: int, width: int, stride: int, cls=nn.Conv2d):
         super().__init__()
-        self.conv1, self.bn1 = conv(in_ch, width, 3, stride), nn.BatchNorm2d(width)
-        self.conv2, self.bn2 = conv(width, width, 3), nn.BatchNorm2d(width)
+        self.conv1, self.bn1 = conv(in_ch, width, 3, stride, cls), nn.BatchNorm2d(width)
+        self.conv2, self.bn2 = conv(width, width, 3, 1, cls), nn.BatchNorm2d(width)
         self.relu = nn.ReLU()
-        self.downsample = shortcut(in_ch, width, stride)
+        self.downsample = shortcut(in_ch, width, stride, cls)
 
     def construct(self, x):
         out = self.relu(self.bn1(self.conv1(x)))
@@ -43,14 +46,14 @@ class Bottleneck(nn.Cell):
 
     expansion = 4
 
-    def __init__(self, in_ch: int, width: int, stride: int):
+    def __init__(self, in_ch: int, width: int, stride: int, cls=nn.Conv2d):
         super().__init__()
         out_ch = width * self.expansion
-        self.conv1, self.bn1 = conv(in_ch, width, 1), nn.BatchNorm2d(width)
-        self.conv2, self.bn2 = conv(width, width, 3, stride), nn.BatchNorm2d(width)
-        self.conv3, self.bn3 = conv(width, out_ch, 1), nn.BatchNorm2d(out_ch)
+        self.conv1, self.bn1 = conv(in_ch, width, 1, 1, cls), nn.BatchNorm2d(width)
+        self.conv2, self.bn2 = conv(width, width, 3, stride, cls), nn.BatchNorm2d(width)
+        self.conv3, self.bn3 = conv(width, out_ch, 1, 1, cls), nn.BatchNorm2d(out_ch)
         self.relu = nn.ReLU()
-        self.downsample = shortcut(in_ch, out_ch, stride)
+        self.downsample = shortcut(in_ch, out_ch, stride, cls)
 
     def construct(self, x):
         out = self.relu(self.bn1(self.conv1(x)))
@@ -59,11 +62,11 @@ class Bottleneck(nn.Cell):
         return self.relu(out + self.downsample(x))
 
 
-def shortcut(in_ch: int, out_ch: int, stride: int) -> nn.Cell:
+def shortcut(in_ch: int, out_ch: int, stride: int, cls=nn.Conv2d) -> nn.Cell:
     """Identity, or a strided 1x1 conv + BatchNorm where the shape changes (``downsample.0/1``)."""
     if stride == 1 and in_ch == out_ch:
         return nn.Identity()
-    return nn.SequentialCell(conv(in_ch, out_ch, 1, stride), nn.BatchNorm2d(out_ch))
+    return nn.SequentialCell(conv(in_ch, out_ch, 1, stride, cls), nn.BatchNorm2d(out_ch))
 
 
 # arch -> (block, blocks per stage)
@@ -78,17 +81,17 @@ class ResNet(nn.Cell):
     """Everything but torchvision's ``fc``: (B, C, H, W) -> pooled features (B, out_features).
     Any input size works (global average pooling); the published weights saw 224x224."""
 
-    def __init__(self, arch: str, channels: int = 3):
+    def __init__(self, arch: str, channels: int = 3, conv_cls=nn.Conv2d):
         super().__init__()
         block, depths = ARCHS[arch]
-        self.conv1, self.bn1 = conv(channels, 64, 7, stride=2), nn.BatchNorm2d(64)
+        self.conv1, self.bn1 = conv(channels, 64, 7, 2, conv_cls), nn.BatchNorm2d(64)
         self.relu = nn.ReLU()
         self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2)  # after a 1-pixel zero pad, see construct
         in_ch, stages = 64, []
         for stage, (width, depth) in enumerate(zip((64, 128, 256, 512), depths)):
             blocks = []
             for i in range(depth):
-                blocks.append(block(in_ch, width, 2 if stage > 0 and i == 0 else 1))
+                blocks.append(block(in_ch, width, 2 if stage > 0 and i == 0 else 1, conv_cls))
                 in_ch = width * block.expansion
             stages.append(nn.SequentialCell(blocks))
         self.layer1, self.layer2, self.layer3, self.layer4 = stages

@@ -9,6 +9,9 @@ Normalisation is GroupNorm by default: unlike BatchNorm it treats every example 
 so k accumulated micro-batches (or N data-parallel ranks) give exactly the update of one big
 batch, and train and eval modes compute the same function. ``model.norm: batch`` restores
 BatchNorm (the engine then warns that accumulation is approximate).
+
+``conv``: the convolution class, ``nn.Conv2d`` or ``fast_conv.FastConv2d`` (same parameters,
+faster backward on CPU; ``model.fast_conv``).
 """
 
 from __future__ import annotations
@@ -24,24 +27,24 @@ def norm_layer(kind: str, channels: int) -> nn.Cell:
     return nn.BatchNorm2d(channels) if kind == "batch" else nn.GroupNorm(min(8, channels), channels)
 
 
-def conv_norm_relu(in_ch: int, out_ch: int, stride: int, norm: str) -> list[nn.Cell]:
-    return [nn.Conv2d(in_ch, out_ch, 3, stride=stride, pad_mode="same", has_bias=False),
+def conv_norm_relu(in_ch: int, out_ch: int, stride: int, norm: str, conv=nn.Conv2d) -> list[nn.Cell]:
+    return [conv(in_ch, out_ch, 3, stride=stride, pad_mode="same", has_bias=False),
             norm_layer(norm, out_ch), nn.ReLU()]
 
 
 class ResidualBlock(nn.Cell):
     """conv-norm-ReLU-conv-norm plus a shortcut (1x1 conv when the shape changes)."""
 
-    def __init__(self, in_ch: int, out_ch: int, stride: int, norm: str):
+    def __init__(self, in_ch: int, out_ch: int, stride: int, norm: str, conv=nn.Conv2d):
         super().__init__()
         self.body = nn.SequentialCell(
-            nn.Conv2d(in_ch, out_ch, 3, stride=stride, pad_mode="same", has_bias=False),
+            conv(in_ch, out_ch, 3, stride=stride, pad_mode="same", has_bias=False),
             norm_layer(norm, out_ch), nn.ReLU(),
-            nn.Conv2d(out_ch, out_ch, 3, pad_mode="same", has_bias=False),
+            conv(out_ch, out_ch, 3, pad_mode="same", has_bias=False),
             norm_layer(norm, out_ch),
         )
         self.shortcut = nn.Identity() if stride == 1 and in_ch == out_ch else nn.SequentialCell(
-            nn.Conv2d(in_ch, out_ch, 1, stride=stride, has_bias=False), norm_layer(norm, out_ch))
+            conv(in_ch, out_ch, 1, stride=stride, has_bias=False), norm_layer(norm, out_ch))
         self.relu = nn.ReLU()
 
     def construct(self, x):
@@ -54,15 +57,16 @@ def stem_halvings(image_size: int) -> int:
 
 
 class SmallCNN(nn.Cell):
-    def __init__(self, channels: int, image_size: int, widths: list[int], blocks_per_stage: int, norm: str):
+    def __init__(self, channels: int, image_size: int, widths: list[int], blocks_per_stage: int, norm: str,
+                 conv=nn.Conv2d):
         super().__init__()
-        layers = conv_norm_relu(channels, widths[0], 1, norm)
+        layers = conv_norm_relu(channels, widths[0], 1, norm, conv)
         for _ in range(stem_halvings(image_size)):
-            layers += conv_norm_relu(widths[0], widths[0], 2, norm)
+            layers += conv_norm_relu(widths[0], widths[0], 2, norm, conv)
         in_ch = widths[0]
         for stage, width in enumerate(widths):
             for block in range(blocks_per_stage):
-                layers.append(ResidualBlock(in_ch, width, 2 if stage > 0 and block == 0 else 1, norm))
+                layers.append(ResidualBlock(in_ch, width, 2 if stage > 0 and block == 0 else 1, norm, conv))
                 in_ch = width
         self.layers = nn.SequentialCell(layers)
         self.out_features = in_ch
