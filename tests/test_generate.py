@@ -97,11 +97,11 @@ def test_generated_tree_is_clean(tmp_path, task):
     assert {f.split("/")[2] for f in others - borrowed} == {task}
     assert borrowed <= others
     scripts = {f for f in files if "/" not in f and f.endswith(".py")}
-    # Besides the shared three: the task's own command and its weight importer, if its facts name them.
+    # Besides the shared four: the task's own command and its weight importer, if its facts name them.
     facts = task_facts(task)
     own = {facts.entry_script: "cli", facts.weights_script: "convert_weights"}
     own.pop("", None)
-    assert scripts == {"train.py", "eval.py", "export.py", *own}
+    assert scripts == {"train.py", "eval.py", "export.py", "sweep.py", *own}
     for script, module in own.items():
         assert f"tasks.{task}.{module} import main" in (project / script).read_text()
     leaks = [
