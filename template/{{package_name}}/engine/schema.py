@@ -66,7 +66,7 @@ class Train(Section):
     save_every: int | None = Field(None, gt=0)  # optimizer steps between last.ckpt saves; null = at evaluations
     keep_last: int = Field(0, ge=0)  # also keep the N newest step-<N>.ckpt files of save_every
     on_nonfinite: Literal["stop", "skip"] = "stop"  # fp32 NaN/inf: stop naming the step, or skip the update
-    callbacks: list[str] = []  # "module:Class" user callbacks, see engine/callbacks.py
+    callbacks: list[str] = []  # "module:Class" user callbacks, see logs/callbacks.py
 
 
 class Eval(Section):
@@ -92,7 +92,7 @@ class Optim(Section):
 class Output(Section):
     dir: str = "runs"  # ~ is expanded
     name: str | None = None  # run folder name inside dir (a plain name, not a path); null = timestamp
-    # Where logged train rows and eval metrics go (engine/loggers.py); tensorboard and mlflow
+    # Where logged train rows and eval metrics go (logs/loggers.py); tensorboard and mlflow
     # are optional extras: pip install -e ".[tensorboard]" / ".[mlflow]".
     loggers: list[Literal["jsonl", "csv", "tensorboard", "mlflow"]] = ["jsonl"]
     plot: bool = True
