@@ -238,7 +238,7 @@ def test_an_edit_of_a_module_the_template_moved_follows_it_or_is_named(tmp_path)
     _generate.new_project(dest, source=source, data={"task": "vision", "project_name": "proj"}, init_git=True)
     engine = dest / "proj" / "engine"
     console = (engine / "console.py").read_text()
-    line = "            tqdm.write(text, file=sys.stdout)  # above a running progress bar, not through it"
+    line = """        return line + (f"  skipped {logs['skipped_steps']}" if logs["skipped_steps"] else "")"""
     assert console.count(line) == 1
     (engine / "console.py").write_text(console.replace(line, line + "  [user edit]"))
     trainer = (engine / "trainer.py").read_text()
