@@ -217,3 +217,68 @@ def test_a_bpe_vocabulary_gpt2_needs_its_tokenizer_json(tmp_path):
     with torch.no_grad():
         expected = reference(torch.from_numpy(tokens).long()).logits.numpy()
     assert actual.shape == (2, 32, 512) and np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()
+
+
+def tiny_vit(path, layers: int = 2):
+    """A random Hugging Face ViTForImageClassification at vit_tiny's width (192), 2 blocks, 32x32
+    images in 8x8 patches, saved as ``save_pretrained`` does; LayerNorms off their 1/0 defaults."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.ViTConfig(
+        hidden_size=192, num_hidden_layers=layers, num_attention_heads=3, intermediate_size=384,
+        image_size=32, patch_size=8, num_channels=3, num_labels=10,
+    )
+    model = transformers.ViTForImageClassification(config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "layernorm" in name:
+                param.uniform_(0.5, 1.5) if name.endswith("weight") else param.uniform_(-0.2, 0.2)
+            elif name.endswith(("cls_token", "position_embeddings")):
+                param.normal_(0, 0.5)  # HF initialises the class token to zeros
+    model.save_pretrained(path)
+    return model
+
+
+def torchvision_names(hf: dict) -> dict:
+    """A Hugging Face ViT file's tensors under torchvision's VisionTransformer names (written out
+    here from torchvision's module tree, independently of the project's table)."""
+    out = {
+        "conv_proj.weight": hf["vit.embeddings.patch_embeddings.projection.weight"],
+        "conv_proj.bias": hf["vit.embeddings.patch_embeddings.projection.bias"],
+        "class_token": hf["vit.embeddings.cls_token"],
+        "encoder.pos_embedding": hf["vit.embeddings.position_embeddings"],
+        "encoder.ln.weight": hf["vit.layernorm.weight"], "encoder.ln.bias": hf["vit.layernorm.bias"],
+        "heads.head.weight": hf["classifier.weight"], "heads.head.bias": hf["classifier.bias"],
+    }
+    for i in range(len({k.split(".")[3] for k in hf if k.startswith("vit.encoder.layer.")})):
+        h, t = f"vit.encoder.layer.{i}.", f"encoder.layers.encoder_layer_{i}."
+        for leaf in ("weight", "bias"):
+            q, k, v = (hf[f"{h}attention.attention.{n}.{leaf}"] for n in ("query", "key", "value"))
+            out[f"{t}self_attention.in_proj_{leaf}"] = torch.cat([q, k, v])
+            out[f"{t}self_attention.out_proj.{leaf}"] = hf[f"{h}attention.output.dense.{leaf}"]
+            out[f"{t}ln_1.{leaf}"] = hf[f"{h}layernorm_before.{leaf}"]
+            out[f"{t}ln_2.{leaf}"] = hf[f"{h}layernorm_after.{leaf}"]
+            out[f"{t}mlp.0.{leaf}"] = hf[f"{h}intermediate.dense.{leaf}"]
+            out[f"{t}mlp.3.{leaf}"] = hf[f"{h}output.dense.{leaf}"]
+    return {name: value.contiguous() for name, value in out.items()}
+
+
+def test_vit_converts_to_the_same_logits_as_transformers(tmp_path):
+    """Both layouts of one random ViT: the Hugging Face file (beside its config.json) and the
+    same tensors under torchvision's names; each converts with --verify and computes
+    transformers' logits."""
+    reference = tiny_vit(tmp_path / "hf_vit")
+    torchvision_file = tmp_path / "vit_tv.safetensors"
+    published = safetensors_torch.load_file(str(tmp_path / "hf_vit" / "model.safetensors"))  # the file's names
+    safetensors_torch.save_file(torchvision_names(published), str(torchvision_file))
+    project = generate(tmp_path, "vision", name="vit", git=False)
+    images = np.random.default_rng(1).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    with torch.no_grad():
+        expected = reference(pixel_values=torch.from_numpy(images)).logits.numpy()
+    for src, out in [(tmp_path / "hf_vit" / "model.safetensors", "hf.ckpt"), (torchvision_file, "tv.ckpt")]:
+        converted = run(project, "convert_weights.py", str(src), "--out", out, "--verify", "--heads", "3")
+        assert converted.returncode == 0, converted.stderr[-2000:]
+        assert f"vit_tiny, 10 classes -> {out}, max |logit diff| vs PyTorch" in converted.stdout
+        actual = mindspore_logits(project, tmp_path, out, images)
+        # measured: max |diff| 1.2e-6 (logits of magnitude ~1)
+        assert actual.shape == (2, 10) and np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()

@@ -105,10 +105,10 @@ def vit_overrides(tensors: dict[str, np.ndarray], src: str, heads: int | None) -
         raise CheckpointError(f"tensor 'encoder.pos_embedding' {tensors['encoder.pos_embedding'].shape}: "
                               "not a square grid of patches plus the class token")
     heads = heads or beside(src, "config.json").get("num_attention_heads") or ARCHS[arch][2]
-    return [f"model.arch={arch}", f"model.patch_size={patch}", f"data.channels={channels}",
-            f"data.image_size={grid * patch}", f"model.vit_heads={heads}", f"model.vit_width={width}",
-            f"model.vit_layers={layer_count(tensors, r'encoder[.]layers[.]encoder_layer_(\d+)[.]')}",
-            f"model.vit_mlp_dim={tensors['encoder.layers.encoder_layer_0.mlp.0.weight'].shape[0]}"]
+    layers = layer_count(tensors, r"encoder\.layers\.encoder_layer_(\d+)\.")
+    mlp_dim = tensors["encoder.layers.encoder_layer_0.mlp.0.weight"].shape[0]
+    return [f"model.arch={arch}", f"model.patch_size={patch}", f"model.vit_heads={heads}",
+            f"model.vit_width={width}", f"model.vit_layers={layers}", f"model.vit_mlp_dim={mlp_dim}"], grid * patch
 
 
 def class_names(path: str | None, count: int) -> list[str]:
@@ -144,7 +144,8 @@ def convert(src: str, out: str, *, classes: str | None = None, image_size: int |
     tensors = from_hf(original) if hf else original  # a Hugging Face ViT under torchvision's names
     try:
         if "conv_proj.weight" in tensors:  # a ViT: its sizes, image size included, are read off the file
-            (overrides, fixed), rename, head_name = vit_overrides(tensors, src, heads), vit_source_name, "heads.head.weight"
+            (overrides, fixed), rename = vit_overrides(tensors, src, heads), vit_source_name
+            head_name = "heads.head.weight"
             if image_size not in (None, fixed):
                 raise UserError(f"--image-size {image_size}: this ViT's positions are for {fixed}-pixel images")
             image_size = fixed
@@ -224,7 +225,8 @@ def main() -> NoReturn:
     p.add_argument("--out", required=True, help="the checkpoint to write (*.ckpt)")
     p.add_argument("--classes", help="class names, one per line, in the head's order (default: class_<i>)")
     p.add_argument("--image-size", type=int, help="data.image_size to record (default: 224; a ViT: its own)")
-    p.add_argument("--heads", type=int, help="a ViT's attention heads (default: config.json beside it, else the arch's)")
+    p.add_argument("--heads", type=int, help="a ViT's attention heads (default: from config.json beside it, "
+                                             "else the arch's)")
     p.add_argument("--config", default=DEFAULT_CONFIG, help="the config to record (default: %(default)s)")
     p.add_argument("--verify", action="store_true", help="compare logits with PyTorch's (needs torch)")
     args = p.parse_args()

@@ -1,4 +1,4 @@
-"""transformers' own ViT holding a file's tensors: the reference of ``convert_weights.py --verify``
+"""transformers' own ViT holding a file's tensors, loaded by ``from_pretrained``: the reference of ``convert_weights.py --verify``
 for ViTs. A torchvision-layout file is renamed to Hugging Face's names (``vit_layout.to_hf``);
 a Hugging Face file runs as it is.
 
@@ -7,12 +7,15 @@ Only ``--verify`` imports this module; the project itself never needs PyTorch.
 
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
 import torch
+from safetensors.numpy import save_file
 from transformers import ViTConfig, ViTForImageClassification
 
-from .vit_layout import is_hf_vit, to_hf, vit_sizes
 from .vit import LN_EPS
+from .vit_layout import is_hf_vit, to_hf, vit_sizes
 
 
 def reference_logits(tensors: dict[str, np.ndarray], model_cfg, hf_config: dict, images: np.ndarray) -> np.ndarray:
@@ -25,10 +28,12 @@ def reference_logits(tensors: dict[str, np.ndarray], model_cfg, hf_config: dict,
                        num_channels=images.shape[1], num_labels=hf["classifier.weight"].shape[0],
                        hidden_act=hf_config.get("hidden_act", "gelu"),
                        layer_norm_eps=hf_config.get("layer_norm_eps", LN_EPS), qkv_bias=True)
-    model = ViTForImageClassification(config)
-    state = {name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in hf.items()}
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    if missing or unexpected:
-        raise ValueError(f"reference ViT: missing {missing[:1]}, unexpected {unexpected[:1]}")
+    with tempfile.TemporaryDirectory() as folder:  # loaded the way transformers loads a published file
+        save_file({name: np.ascontiguousarray(value) for name, value in hf.items()}, f"{folder}/model.safetensors")
+        config.save_pretrained(folder)
+        model, info = ViTForImageClassification.from_pretrained(folder, output_loading_info=True)
+    if info["missing_keys"] or info["unexpected_keys"] or info["mismatched_keys"]:
+        raise ValueError(f"reference ViT: missing {info['missing_keys'][:1]}, unexpected {info['unexpected_keys'][:1]}, "
+                         f"mismatched {info['mismatched_keys'][:1]}")
     with torch.no_grad():
         return model.eval()(pixel_values=torch.from_numpy(images)).logits.numpy()
