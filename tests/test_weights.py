@@ -4,6 +4,7 @@ nlp projects whose MindSpore networks compute the same logits."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -282,3 +283,105 @@ def test_vit_converts_to_the_same_logits_as_transformers(tmp_path):
         actual = mindspore_logits(project, tmp_path, out, images)
         # measured: max |diff| 1.2e-6 (logits of magnitude ~1)
         assert actual.shape == (2, 10) and np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()
+
+
+def tiny_clip(path):
+    """A random Hugging Face CLIPModel (both towers 2 blocks x 32, 16x16 images in 8x8 patches, a
+    16-token context) saved as ``save_pretrained`` does, with a CLIP BPE tokenizer.json of exactly
+    its 517 tokens (bytes, bytes + </w>, three merges, the two specials) beside it."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import pre_tokenizers
+
+    chars = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = [*chars, *(c + "</w>" for c in chars), "ph", "pho", "to</w>", "<|startoftext|>", "<|endoftext|>"]
+    path.mkdir()
+    (path / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(vocab)}), encoding="utf-8")
+    (path / "merges.txt").write_text("#version: 0.2\np h\nph o\nt o</w>\n", encoding="utf-8")
+    transformers.CLIPTokenizer(str(path / "vocab.json"), str(path / "merges.txt")).save_pretrained(path)
+    torch.manual_seed(0)
+    config = transformers.CLIPConfig(
+        projection_dim=16,
+        text_config={"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128,
+                     "vocab_size": len(vocab), "max_position_embeddings": 16, "eos_token_id": len(vocab) - 1},
+        vision_config={"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128,
+                       "image_size": 16, "patch_size": 8},
+    )
+    model = transformers.CLIPModel(config).eval()
+    with torch.no_grad():  # LayerNorms off their 1/0 defaults; a temperature that is not the default
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.uniform_(0.5, 1.5) if name.endswith("weight") else param.uniform_(-0.2, 0.2)
+        model.logit_scale.fill_(2.0)
+    model.save_pretrained(path)
+    return model, transformers.CLIPTokenizer.from_pretrained(path)
+
+
+CLIP_EMBEDDINGS = """
+import sys
+import numpy as np
+from mindspore import Tensor
+from {package}.engine.inference import load_trained
+from {package}.tasks.multimodal.data import encode
+
+trained = load_trained(sys.argv[1])
+image, text = trained.network(Tensor(np.load(sys.argv[2])), Tensor(encode(["a photo", "to a pho"], trained.meta)))
+np.savez(sys.argv[3], image=image.asnumpy(), text=text.asnumpy(), scale=trained.network.scale().asnumpy())
+"""
+
+
+def test_huggingface_clip_converts_to_the_same_embeddings_and_zero_shot_runs(tmp_path):
+    reference, tokenizer = tiny_clip(tmp_path / "clip")
+    project = generate(tmp_path, "multimodal", name="mm", git=False)
+    src = str(tmp_path / "clip" / "model.safetensors")
+    converted = run(project, "convert_weights.py", src, "--out", "clip.ckpt", "--verify")
+    assert converted.returncode == 0, converted.stderr[-2000:]
+    assert "CLIP, ViT 2 x 32, text 2 x 32, embed 16 -> clip.ckpt, max |diff| vs transformers" in converted.stdout
+
+    images = np.random.default_rng(1).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    np.save(tmp_path / "images.npy", images)
+    (tmp_path / "emb.py").write_text(CLIP_EMBEDDINGS.format(package=project.name), encoding="utf-8")
+    result = run(project, str(tmp_path / "emb.py"), "clip.ckpt", str(tmp_path / "images.npy"), str(tmp_path / "o.npz"),
+                 env={**os.environ, "PYTHONPATH": str(project)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    ours = np.load(tmp_path / "o.npz")
+    ids = tokenizer(["a photo", "to a pho"], padding="max_length", max_length=16, return_tensors="pt").input_ids
+    with torch.no_grad():
+        expected = reference(input_ids=ids, pixel_values=torch.from_numpy(images))
+    # measured: max |diff| ~1e-7 for the embeddings, ~1e-6 for the logits
+    assert np.abs(ours["image"] - expected.image_embeds.numpy()).max() <= 1e-5
+    assert np.abs(ours["text"] - expected.text_embeds.numpy()).max() <= 1e-5
+    logits = float(ours["scale"]) * ours["image"] @ ours["text"].T
+    assert np.abs(logits - expected.logits_per_image.numpy()).max() <= 1e-4
+
+    # Zero-shot and retrieval from the imported weights, no training: a labelled folder of ten images.
+    from PIL import Image
+
+    folder = tmp_path / "pairs"
+    folder.mkdir()
+    lines = []
+    for i in range(10):
+        Image.fromarray(np.random.default_rng(i).integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(folder / f"{i}.png")
+        lines.append(json.dumps({"file_name": f"{i}.png", "text": f"a photo {i}", "label": "pho" if i % 2 else "to"}))
+    (folder / "metadata.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    evaluated = run(project, "eval.py", "--checkpoint", "clip.ckpt", "--set", f"data.path={folder}",
+                    "--set", "data.prompt=a {}", "--set", "data.eval_fraction=0.5")
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    metrics = json.loads(evaluated.stdout)
+    assert {"zero_shot_acc", "i2t_r1", "t2i_r1"} <= set(metrics) and metrics["examples"] == 5
+
+
+def test_a_clip_file_of_another_kind_is_refused_with_one_line(tmp_path):
+    reference, _ = tiny_clip(tmp_path / "clip")
+    project = generate(tmp_path, "multimodal", name="mm", git=False)
+    state = safetensors_torch.load_file(str(tmp_path / "clip" / "model.safetensors"))
+    vit = tmp_path / "vit.safetensors"  # a vision file
+    safetensors_torch.save_file({"conv_proj.weight": torch.zeros(8, 3, 4, 4)}, str(vit))
+    wide = tmp_path / "clip" / "wide.safetensors"  # another size of one tensor
+    safetensors_torch.save_file({**state, "text_projection.weight": torch.zeros(16, 48)}, str(wide))
+    cases = [(vit, "missing tensor 'vision_model.embeddings.patch_embedding.weight': not a Hugging Face CLIPModel"),
+             (wide, "tensor 'text_projection.weight' has shape (16, 48)")]
+    for path, message in cases:
+        result = run(project, "convert_weights.py", str(path), "--out", "out.ckpt")
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode != 0 and len(lines) == 1 and message in lines[0], result.stderr[-2000:]
+        assert not (project / "out.ckpt").exists()

@@ -29,7 +29,7 @@ def reference_logits(tensors: dict[str, np.ndarray], model_cfg, hf_config: dict,
                        hidden_act=hf_config.get("hidden_act", "gelu"),
                        layer_norm_eps=hf_config.get("layer_norm_eps", LN_EPS), qkv_bias=True)
     with tempfile.TemporaryDirectory() as folder:  # loaded the way transformers loads a published file
-        save_file({name: np.ascontiguousarray(value) for name, value in hf.items()}, f"{folder}/model.safetensors")
+        save_file({name: np.array(value, order="C") for name, value in hf.items()}, f"{folder}/model.safetensors")
         config.save_pretrained(folder)
         model, info = ViTForImageClassification.from_pretrained(folder, output_loading_info=True)
     if info["missing_keys"] or info["unexpected_keys"] or info["mismatched_keys"]:
