@@ -103,6 +103,11 @@ def sizes(tensors: dict[str, np.ndarray], config: dict) -> tuple[list[str], int,
             raise CheckpointError(f"the {tower} tower's MLP is {fc1.shape[0]} wide, not 4 x its width {w}")
     grid = math.isqrt(tensors["vision_model.embeddings.position_embedding.weight"].shape[0] - 1)
     embed_dim = tensors["visual_projection.weight"].shape[0]
+    for name, shape in (("visual_projection.weight", (embed_dim, width)),
+                        ("text_projection.weight", (embed_dim, text_width))):
+        if tuple(tensors[name].shape) != shape:
+            raise CheckpointError(f"tensor {name!r} has shape {tuple(tensors[name].shape)}; "
+                                  f"the towers need {shape}")
     heads, text_heads = vision.get("num_attention_heads", width // 64), text.get("num_attention_heads", text_width // 64)
     overrides = [
         "model.image_tower=vit", "model.text_tower=clip", f"model.embed_dim={embed_dim}",

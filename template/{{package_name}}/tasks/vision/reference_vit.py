@@ -1,5 +1,5 @@
-"""transformers' own ViT holding a file's tensors, loaded by ``from_pretrained``: the reference of ``convert_weights.py --verify``
-for ViTs. A torchvision-layout file is renamed to Hugging Face's names (``vit_layout.to_hf``);
+"""transformers' own ViT holding a file's tensors, loaded by ``from_pretrained``: the reference
+of ``convert_weights.py --verify`` for ViTs. A torchvision-layout file is renamed to Hugging Face's names (``vit_layout.to_hf``);
 a Hugging Face file runs as it is.
 
 Only ``--verify`` imports this module; the project itself never needs PyTorch.
@@ -33,7 +33,7 @@ def reference_logits(tensors: dict[str, np.ndarray], model_cfg, hf_config: dict,
         config.save_pretrained(folder)
         model, info = ViTForImageClassification.from_pretrained(folder, output_loading_info=True)
     if info["missing_keys"] or info["unexpected_keys"] or info["mismatched_keys"]:
-        raise ValueError(f"reference ViT: missing {info['missing_keys'][:1]}, unexpected {info['unexpected_keys'][:1]}, "
-                         f"mismatched {info['mismatched_keys'][:1]}")
+        raise ValueError(f"reference ViT: missing {info['missing_keys'][:1]}, unexpected "
+                         f"{info['unexpected_keys'][:1]}, mismatched {info['mismatched_keys'][:1]}")
     with torch.no_grad():
         return model.eval()(pixel_values=torch.from_numpy(images)).logits.numpy()
