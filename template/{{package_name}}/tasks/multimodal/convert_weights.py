@@ -108,7 +108,8 @@ def sizes(tensors: dict[str, np.ndarray], config: dict) -> tuple[list[str], int,
         if tuple(tensors[name].shape) != shape:
             raise CheckpointError(f"tensor {name!r} has shape {tuple(tensors[name].shape)}; "
                                   f"the towers need {shape}")
-    heads, text_heads = vision.get("num_attention_heads", width // 64), text.get("num_attention_heads", text_width // 64)
+    heads = vision.get("num_attention_heads", width // 64)
+    text_heads = text.get("num_attention_heads", text_width // 64)
     overrides = [
         "model.image_tower=vit", "model.text_tower=clip", f"model.embed_dim={embed_dim}",
         f"model.vit_patch_size={patch}", f"model.vit_width={width}", f"model.vit_layers={layers(tensors, 'vision')}",

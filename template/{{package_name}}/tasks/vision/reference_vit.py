@@ -1,6 +1,6 @@
 """transformers' own ViT holding a file's tensors, loaded by ``from_pretrained``: the reference
-of ``convert_weights.py --verify`` for ViTs. A torchvision-layout file is renamed to Hugging Face's names (``vit_layout.to_hf``);
-a Hugging Face file runs as it is.
+of ``convert_weights.py --verify`` for ViTs. A torchvision-layout file is renamed to Hugging
+Face's names (``vit_layout.to_hf``); a Hugging Face file runs as it is.
 
 Only ``--verify`` imports this module; the project itself never needs PyTorch.
 """
