@@ -4,6 +4,7 @@ nlp projects whose MindSpore networks compute the same logits."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -217,3 +218,170 @@ def test_a_bpe_vocabulary_gpt2_needs_its_tokenizer_json(tmp_path):
     with torch.no_grad():
         expected = reference(torch.from_numpy(tokens).long()).logits.numpy()
     assert actual.shape == (2, 32, 512) and np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()
+
+
+def tiny_vit(path, layers: int = 2):
+    """A random Hugging Face ViTForImageClassification at vit_tiny's width (192), 2 blocks, 32x32
+    images in 8x8 patches, saved as ``save_pretrained`` does; LayerNorms off their 1/0 defaults."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.ViTConfig(
+        hidden_size=192, num_hidden_layers=layers, num_attention_heads=3, intermediate_size=384,
+        image_size=32, patch_size=8, num_channels=3, num_labels=10,
+    )
+    model = transformers.ViTForImageClassification(config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "layernorm" in name:
+                param.uniform_(0.5, 1.5) if name.endswith("weight") else param.uniform_(-0.2, 0.2)
+            elif name.endswith(("cls_token", "position_embeddings")):
+                param.normal_(0, 0.5)  # HF initialises the class token to zeros
+    model.save_pretrained(path)
+    return model
+
+
+def torchvision_names(hf: dict) -> dict:
+    """A Hugging Face ViT file's tensors under torchvision's VisionTransformer names (written out
+    here from torchvision's module tree, independently of the project's table)."""
+    out = {
+        "conv_proj.weight": hf["vit.embeddings.patch_embeddings.projection.weight"],
+        "conv_proj.bias": hf["vit.embeddings.patch_embeddings.projection.bias"],
+        "class_token": hf["vit.embeddings.cls_token"],
+        "encoder.pos_embedding": hf["vit.embeddings.position_embeddings"],
+        "encoder.ln.weight": hf["vit.layernorm.weight"], "encoder.ln.bias": hf["vit.layernorm.bias"],
+        "heads.head.weight": hf["classifier.weight"], "heads.head.bias": hf["classifier.bias"],
+    }
+    for i in range(len({k.split(".")[3] for k in hf if k.startswith("vit.encoder.layer.")})):
+        h, t = f"vit.encoder.layer.{i}.", f"encoder.layers.encoder_layer_{i}."
+        for leaf in ("weight", "bias"):
+            q, k, v = (hf[f"{h}attention.attention.{n}.{leaf}"] for n in ("query", "key", "value"))
+            out[f"{t}self_attention.in_proj_{leaf}"] = torch.cat([q, k, v])
+            out[f"{t}self_attention.out_proj.{leaf}"] = hf[f"{h}attention.output.dense.{leaf}"]
+            out[f"{t}ln_1.{leaf}"] = hf[f"{h}layernorm_before.{leaf}"]
+            out[f"{t}ln_2.{leaf}"] = hf[f"{h}layernorm_after.{leaf}"]
+            out[f"{t}mlp.0.{leaf}"] = hf[f"{h}intermediate.dense.{leaf}"]
+            out[f"{t}mlp.3.{leaf}"] = hf[f"{h}output.dense.{leaf}"]
+    return {name: value.contiguous() for name, value in out.items()}
+
+
+def test_vit_converts_to_the_same_logits_as_transformers(tmp_path):
+    """Both layouts of one random ViT: the Hugging Face file (beside its config.json) and the
+    same tensors under torchvision's names; each converts with --verify and computes
+    transformers' logits."""
+    reference = tiny_vit(tmp_path / "hf_vit")
+    torchvision_file = tmp_path / "vit_tv.safetensors"
+    published = safetensors_torch.load_file(str(tmp_path / "hf_vit" / "model.safetensors"))  # the file's names
+    safetensors_torch.save_file(torchvision_names(published), str(torchvision_file))
+    project = generate(tmp_path, "vision", name="vit", git=False)
+    images = np.random.default_rng(1).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    with torch.no_grad():
+        expected = reference(pixel_values=torch.from_numpy(images)).logits.numpy()
+    for src, out in [(tmp_path / "hf_vit" / "model.safetensors", "hf.ckpt"), (torchvision_file, "tv.ckpt")]:
+        converted = run(project, "convert_weights.py", str(src), "--out", out, "--verify", "--heads", "3")
+        assert converted.returncode == 0, converted.stderr[-2000:]
+        assert f"vit_tiny, 10 classes -> {out}, max |logit diff| vs PyTorch" in converted.stdout
+        actual = mindspore_logits(project, tmp_path, out, images)
+        # measured: max |diff| 5.1e-7 (--verify, HF file)
+        assert actual.shape == (2, 10) and np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()
+
+
+def tiny_clip(path):
+    """A random Hugging Face CLIPModel (both towers 2 blocks x 32, 16x16 images in 8x8 patches, a
+    16-token context) saved as ``save_pretrained`` does, with a CLIP BPE tokenizer.json of exactly
+    its 517 tokens (bytes, bytes + </w>, three merges, the two specials) beside it."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import pre_tokenizers
+
+    chars = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = [*chars, *(c + "</w>" for c in chars), "ph", "pho", "to</w>", "<|startoftext|>", "<|endoftext|>"]
+    path.mkdir()
+    (path / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(vocab)}), encoding="utf-8")
+    (path / "merges.txt").write_text("#version: 0.2\np h\nph o\nt o</w>\n", encoding="utf-8")
+    transformers.CLIPTokenizer(str(path / "vocab.json"), str(path / "merges.txt")).save_pretrained(path)
+    torch.manual_seed(0)
+    config = transformers.CLIPConfig(
+        projection_dim=16,
+        text_config={"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128,
+                     "vocab_size": len(vocab), "max_position_embeddings": 16, "eos_token_id": len(vocab) - 1},
+        vision_config={"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128,
+                       "image_size": 16, "patch_size": 8},
+    )
+    model = transformers.CLIPModel(config).eval()
+    with torch.no_grad():  # LayerNorms off their 1/0 defaults; a temperature that is not the default
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.uniform_(0.5, 1.5) if name.endswith("weight") else param.uniform_(-0.2, 0.2)
+        model.logit_scale.fill_(2.0)
+    model.save_pretrained(path)
+    return model, transformers.CLIPTokenizer.from_pretrained(path)
+
+
+CLIP_EMBEDDINGS = """
+import sys
+import numpy as np
+from mindspore import Tensor
+from {package}.deploy.inference import load_trained
+from {package}.tasks.multimodal.data import encode
+
+trained = load_trained(sys.argv[1])
+image, text = trained.network(Tensor(np.load(sys.argv[2])), Tensor(encode(["a photo", "to a pho"], trained.meta)))
+np.savez(sys.argv[3], image=image.asnumpy(), text=text.asnumpy(), scale=trained.network.scale().asnumpy())
+"""
+
+
+def test_huggingface_clip_converts_to_the_same_embeddings_and_zero_shot_runs(tmp_path):
+    reference, tokenizer = tiny_clip(tmp_path / "clip")
+    project = generate(tmp_path, "multimodal", name="mm", git=False)
+    src = str(tmp_path / "clip" / "model.safetensors")
+    converted = run(project, "convert_weights.py", src, "--out", "clip.ckpt", "--verify")
+    assert converted.returncode == 0, converted.stderr[-2000:]
+    assert "CLIP, ViT 2 x 32, text 2 x 32, embed 16 -> clip.ckpt, max |diff| vs transformers" in converted.stdout
+
+    images = np.random.default_rng(1).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    np.save(tmp_path / "images.npy", images)
+    (tmp_path / "emb.py").write_text(CLIP_EMBEDDINGS.format(package=project.name), encoding="utf-8")
+    result = run(project, str(tmp_path / "emb.py"), "clip.ckpt", str(tmp_path / "images.npy"), str(tmp_path / "o.npz"),
+                 env={**os.environ, "PYTHONPATH": str(project)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    ours = np.load(tmp_path / "o.npz")
+    ids = tokenizer(["a photo", "to a pho"], padding="max_length", max_length=16, return_tensors="pt").input_ids
+    with torch.no_grad():
+        expected = reference(input_ids=ids, pixel_values=torch.from_numpy(images))
+    # measured (--verify): image 1.8e-7, text 1.6e-7, logits 1.2e-6
+    assert np.abs(ours["image"] - expected.image_embeds.numpy()).max() <= 1e-5
+    assert np.abs(ours["text"] - expected.text_embeds.numpy()).max() <= 1e-5
+    logits = float(ours["scale"]) * ours["image"] @ ours["text"].T
+    assert np.abs(logits - expected.logits_per_image.numpy()).max() <= 1e-4
+
+    # Zero-shot and retrieval from the imported weights, no training: a labelled folder of ten images.
+    from PIL import Image
+
+    folder = tmp_path / "pairs"
+    folder.mkdir()
+    lines = []
+    for i in range(10):
+        Image.fromarray(np.random.default_rng(i).integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(folder / f"{i}.png")
+        lines.append(json.dumps({"file_name": f"{i}.png", "text": f"a photo {i}", "label": "pho" if i % 2 else "to"}))
+    (folder / "metadata.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    evaluated = run(project, "eval.py", "--checkpoint", "clip.ckpt", "--set", f"data.path={folder}",
+                    "--set", "data.prompt=a {}", "--set", "data.eval_fraction=0.5")
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    metrics = json.loads(evaluated.stdout)
+    assert {"zero_shot_acc", "i2t_r1", "t2i_r1"} <= set(metrics) and metrics["examples"] >= 4  # held-out images
+
+
+def test_a_clip_file_of_another_kind_is_refused_with_one_line(tmp_path):
+    reference, _ = tiny_clip(tmp_path / "clip")
+    project = generate(tmp_path, "multimodal", name="mm", git=False)
+    state = safetensors_torch.load_file(str(tmp_path / "clip" / "model.safetensors"))
+    vit = tmp_path / "vit.safetensors"  # a vision file
+    safetensors_torch.save_file({"conv_proj.weight": torch.zeros(8, 3, 4, 4)}, str(vit))
+    wide = tmp_path / "clip" / "wide.safetensors"  # another size of one tensor
+    safetensors_torch.save_file({**state, "text_projection.weight": torch.zeros(16, 48)}, str(wide))
+    cases = [(vit, "missing tensor 'vision_model.embeddings.patch_embedding.weight': not a Hugging Face CLIPModel"),
+             (wide, "tensor 'text_projection.weight' has shape (16, 48)")]
+    for path, message in cases:
+        result = run(project, "convert_weights.py", str(path), "--out", "out.ckpt")
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode != 0 and len(lines) == 1 and message in lines[0], result.stderr[-2000:]
+        assert not (project / "out.ckpt").exists()

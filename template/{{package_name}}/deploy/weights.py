@@ -71,7 +71,7 @@ def map_weights(network: nn.Cell, tensors: dict[str, np.ndarray], source_name: C
         if tuple(value.shape) != tuple(p.shape):
             raise CheckpointError(f"tensor {src!r} has shape {tuple(tensors[src].shape)}; "
                                   f"{name} needs {tuple(p.shape)}")
-        mapped[name] = np.ascontiguousarray(value, dtype=np.float32)
+        mapped[name] = np.ascontiguousarray(value, dtype=np.float32).reshape(np.shape(value))  # 0-d stays 0-d
     return mapped
 
 

@@ -38,16 +38,23 @@ STATS_SAMPLE = 500  # a folder's normalisation is measured on at most this many 
 ATTRIBUTES = {"ink": ("thin", "thick"), "slant": ("leaning left", "leaning right"), "width": ("narrow", "wide")}
 
 
-def load_data(cfg) -> Data:
+def load_data(cfg, known: dict | None = None) -> Data:
+    """``known``: a checkpoint's meta whose CLIP tokenizer (if any) tokenises the captions."""
     path = Path(cfg.data.path)
     if path.is_dir():
-        return _folder_data(path, cfg)
+        return _folder_data(path, cfg, known)
     if path.suffix == ".npz" and path.is_file():
-        return _array_data(path, cfg)
+        return _array_data(path, cfg, known)
     raise DataError(f"data.path={cfg.data.path!r}: expected an .npz file or a folder with metadata.jsonl")
 
 
-def _array_data(path: Path, cfg) -> Data:
+def load_eval_data(cfg, meta: dict) -> Data:
+    """What ``eval.py`` scores for a checkpoint of ``meta``: the held-out split of ``data.path``,
+    its captions tokenised as the checkpoint's (an imported CLIP's BPE needs no ``model.pretrained``)."""
+    return load_data(cfg, meta)
+
+
+def _array_data(path: Path, cfg, known: dict | None = None) -> Data:
     """An .npz: small, decoded once and batched from memory; one caption per image."""
     images, texts, labels, classes = _read_npz(path, cfg.data)
     image_of = np.arange(len(images))
@@ -58,14 +65,13 @@ def _array_data(path: Path, cfg) -> Data:
     if cfg.data.attributes:
         cuts = attribute_cuts(images[train_idx], labels[train_idx], len(classes))
         texts = [describe(text, image, label, cuts) for text, image, label in zip(texts, images, labels)]
-    train_texts = _vocabulary(meta, texts, train_idx)
-    train = {"image": normalise(images[train_idx], meta),
-             "tokens": tokenize(train_texts, meta["vocab"], cfg.data.max_tokens)}
+    train_texts = _vocabulary(meta, texts, train_idx, cfg.model, known)
+    train = {"image": normalise(images[train_idx], meta), "tokens": encode(train_texts, meta)}
     # Eval keeps raw images and texts: evaluate() prepares them with the checkpoint's own meta.
     return Data(train=train, eval=_held_out(images, labels, classes, texts, image_of, eval_idx), meta=meta)
 
 
-def _folder_data(root: Path, cfg) -> Data:
+def _folder_data(root: Path, cfg, known: dict | None = None) -> Data:
     """A metadata.jsonl folder: listed here, its images streamed through mindspore.dataset
     workers (``images/files.py``); only the captions, which are small, are tokenised now."""
     paths, texts, line_labels, classes = read_listing(root)  # one entry per caption line
@@ -84,7 +90,7 @@ def _folder_data(root: Path, cfg) -> Data:
                            resolve_workers(d.workers))
     meta = {"image_size": d.image_size, "channels": d.channels, "mean": mean, "std": std,
             "classes": classes, "prompt": d.prompt, "max_tokens": d.max_tokens}
-    tokens = tokenize(_vocabulary(meta, texts, train_lines), meta["vocab"], d.max_tokens)
+    tokens = encode(_vocabulary(meta, texts, train_lines, cfg.model, known), meta)
     train = CaptionedImages(files[train_images[starts]], tokens, starts, ImageTransform.of(meta), cfg.seed)
     held = _held_out(files, labels, classes, texts, image_of, eval_lines, key="file")
     return Data(train=train, eval=held, meta=meta)
@@ -120,10 +126,20 @@ class CaptionedImages(ImageFiles):
         return (*super().read(index, epoch)[:-1], self.tokens[pick])  # "tokens" is the last column
 
 
-def _vocabulary(meta: dict, texts: list[str], train_idx: np.ndarray) -> list[str]:
-    """The training captions; their words and distinct captions go into ``meta``."""
+def _vocabulary(meta: dict, texts: list[str], train_idx: np.ndarray, model_cfg, known: dict | None) -> list[str]:
+    """The training captions; their words (or, ``model.text_tower: clip``, the pretrained CLIP's
+    tokenizer) and distinct captions go into ``meta``."""
     train_texts = [texts[i] for i in train_idx]
     meta["vocab"] = build_vocab(train_texts)
+    if known and "tokenizer" in known:
+        meta.update({key: known[key] for key in ("tokenizer", "eos_id", "vocab_size")})
+    elif model_cfg.text_tower == "clip":
+        from .clip import clip_meta
+
+        if not model_cfg.pretrained:
+            raise DataError("model.text_tower=clip takes its tokenizer from model.pretrained: set it to an "
+                            "imported CLIP checkpoint (convert_weights.py)")
+        meta.update(clip_meta(model_cfg.pretrained))
     meta["captions"] = sorted(set(train_texts))  # the known captions retrieve.py ranks for an image
     return train_texts
 
@@ -242,6 +258,15 @@ def words(text: str) -> list[str]:
 
 def build_vocab(texts: list[str]) -> list[str]:
     return [PAD, UNK, *sorted({w for text in texts for w in words(text)})]
+
+
+def encode(texts: list[str], meta: dict) -> np.ndarray:
+    """Captions -> int32 (N, max_tokens) ids: CLIP's BPE (``meta`` holds its tokenizer) or word ids."""
+    if "tokenizer" in meta:
+        from .clip import ClipTokenizer
+
+        return ClipTokenizer.from_meta(meta).encode(texts, meta["max_tokens"])
+    return tokenize(texts, meta["vocab"], meta["max_tokens"])
 
 
 def tokenize(texts: list[str], vocab: list[str], max_tokens: int) -> np.ndarray:

@@ -6,6 +6,7 @@ from ``tasks/vision/``) followed by a linear projection.
 Text tower (``model.text_tower``): word embeddings mean-pooled over the caption's words, then
 an MLP (``bag``); or the language model's Transformer blocks (``tasks/nlp/model.py``), their
 outputs mean-pooled over the caption's words (``transformer``).
+CLIP's own towers (``vit`` image tower, ``clip`` text tower, BPE tokenizer) are in ``clip.py``.
 Both end in a linear projection to ``embed_dim`` and are L2-normalised, so the similarity
 of an image and a caption is a cosine in [-1, 1]; the loss multiplies it by a learned
 scale exp(logit_scale), kept in [1, 100] as in CLIP: ``logit_scale`` is clamped to [0, ln 100]
@@ -27,6 +28,7 @@ from ..nlp.model import LN_EPS, Block
 from ..vision.fast_conv import conv_class
 from ..vision.resnet import ResNet
 from ..vision.small_cnn import SmallCNN
+from .clip import CLIPTextTower, ViTImageTower
 
 MAX_LOGIT_SCALE = math.log(100.0)  # temperature never below 0.01
 
@@ -166,6 +168,8 @@ class ClampLogitScale(nn.Cell):
 
 
 def build_image_tower(m, channels: int, image_size: int) -> nn.Cell:
+    if m.image_tower == "vit":
+        return ViTImageTower(m, channels, image_size)
     if m.image_tower == "mlp":
         return MLPImageTower(channels, image_size, m.image_widths, m.embed_dim)
     if m.image_tower == "cnn":
@@ -177,6 +181,9 @@ def build_image_tower(m, channels: int, image_size: int) -> nn.Cell:
 
 
 def build_text_tower(m, meta: dict) -> nn.Cell:
+    if m.text_tower == "clip":  # the imported tokenizer's vocabulary; its context = data.max_tokens
+        return CLIPTextTower(meta["vocab_size"], meta["max_tokens"], m.text_width, m.text_layers, m.text_heads,
+                             m.embed_dim, meta["eos_id"])
     vocab_size = len(meta["vocab"])
     if m.text_tower == "transformer":  # positions for captions of up to data.max_tokens words
         return TransformerTextTower(vocab_size, meta["max_tokens"], m.text_width, m.text_layers, m.text_heads,

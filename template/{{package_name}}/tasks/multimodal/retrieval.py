@@ -20,7 +20,7 @@ import numpy as np
 from ...engine.arrays import compiled, normalise, predict, top_k
 from ...engine.errors import DataError
 from ...images.decode import IMAGE_SUFFIXES, open_image, to_array
-from .data import caption, tokenize, words
+from .data import caption, encode, words
 
 
 def embed_images(network, images: np.ndarray, meta: dict, rows: np.ndarray | None = None, jit: bool = True
@@ -33,13 +33,13 @@ def embed_images(network, images: np.ndarray, meta: dict, rows: np.ndarray | Non
 
 def embed_texts(network, texts: list[str], meta: dict, strict: bool = False, jit: bool = True) -> np.ndarray:
     """Captions -> embeddings. ``strict``: refuse a caption without a single known word."""
-    if strict:
+    if strict and "tokenizer" not in meta:  # a BPE (CLIP) reads any text
         known = set(meta["vocab"][2:])
         for text in texts:
             if not any(w in known for w in words(text)):
                 raise DataError(f"no word of {text!r} is in the vocabulary the model was trained on "
                                 f"(e.g. {', '.join(meta['vocab'][2:7])})")
-    return predict(compiled(network.text_encoder, jit), tokenize(texts, meta["vocab"], meta["max_tokens"]))
+    return predict(compiled(network.text_encoder, jit), encode(texts, meta))
 
 
 def retrieval_metrics(image_emb: np.ndarray, text_emb: np.ndarray, texts: list[str],

@@ -11,13 +11,16 @@ from ...engine.errors import CheckpointError
 from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from ...images.files import predict_files
-from .data import caption, load_data
+from .data import caption, encode, load_data, load_eval_data
 from .model import ClampLogitScale, ContrastiveLoss, build_network
 from .retrieval import embed_images, embed_texts, retrieval_metrics, zero_shot_accuracy
 
 
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
     network = build_network(cfg, meta)
+    if cfg.model.freeze_image_tower:  # fine-tune the text side (and the temperature) only
+        for param in network.image_encoder.get_parameters():
+            param.requires_grad = False
     return Model(network=network, loss=ContrastiveLoss(network, comm), constrain=ClampLogitScale(network))
 
 
@@ -27,12 +30,30 @@ def warm_start(network: nn.Cell, cfg) -> None:
     fresh. (The backbone then sees this task's image scaling, not the vision run's mean/std.)"""
     if not cfg.model.pretrained:
         return
+    if cfg.model.image_tower == "vit" or cfg.model.text_tower == "clip":
+        return warm_start_clip(network, cfg)
     try:
         params, meta = checkpoint.read(cfg.model.pretrained, tasks=("vision",))
         check_backbone_fits(meta, cfg)
         # The vision Classifier's "backbone.*" is this network's "image_encoder.tower.backbone.*".
         renamed = {f"image_encoder.tower.{name}": p for name, p in params.items() if name.startswith("backbone.")}
         checkpoint.restore(renamed, network.image_encoder.tower.backbone)
+    except CheckpointError as exc:
+        raise CheckpointError(f"model.pretrained={cfg.model.pretrained}: {exc}") from None
+
+
+def warm_start_clip(network: nn.Cell, cfg) -> None:
+    """``model.pretrained`` for CLIP's towers: a checkpoint of this task (e.g. imported by
+    convert_weights.py) of the same sizes starts the whole network."""
+    try:
+        params, meta = checkpoint.read(cfg.model.pretrained, tasks=("multimodal",))
+        saved = meta["config"]["model"]
+        for key in ("image_tower", "text_tower", "embed_dim", "vit_patch_size", "vit_layers", "vit_heads",
+                    "vit_width", "text_width", "text_layers", "text_heads"):
+            if saved.get(key) != getattr(cfg.model, key):
+                raise CheckpointError(f"its model.{key} is {saved.get(key)!r}; "
+                                      f"this run has {getattr(cfg.model, key)!r}")
+        checkpoint.restore(params, network)
     except CheckpointError as exc:
         raise CheckpointError(f"model.pretrained={cfg.model.pretrained}: {exc}") from None
 
@@ -65,10 +86,12 @@ def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
         image_emb = embed_images(network, images, meta, rows, jit)
     image_of = np.searchsorted(rows, held["image_of"][lines])  # caption -> its image among rows
     metrics = retrieval_metrics(image_emb, embed_texts(network, texts, meta, jit=jit), texts, image_of)
-    if meta.get("classes") and held["label"] is not None:
-        prompts = [caption(meta["prompt"], name) for name in meta["classes"]]
+    if held["label"] is not None:
+        # An imported CLIP knows no classes: zero-shot over the eval data's own, with data.prompt.
+        classes = meta.get("classes") or sorted(set(held["label"]))
+        prompts = [caption(meta.get("prompt") or cfg.data.prompt, name) for name in classes]
         metrics["zero_shot_acc"] = zero_shot_accuracy(image_emb, embed_texts(network, prompts, meta, jit=jit),
-                                                      meta["classes"], [held["label"][i] for i in rows])
+                                                      classes, [held["label"][i] for i in rows])
     metrics["temperature"] = float(1.0 / network.scale().asnumpy())
     return {**metrics, "examples": len(rows)}
 
@@ -77,8 +100,11 @@ def exports(network: nn.Cell, meta: dict, cfg) -> dict:
     rng = np.random.default_rng(0)
     size = meta["image_size"]
     image = rng.standard_normal((1, meta["channels"], size, size)).astype(np.float32)
-    tokens = rng.integers(2, len(meta["vocab"]), (1, meta["max_tokens"])).astype(np.int32)
-    tokens[:, meta["max_tokens"] // 2:] = 0  # padded like a real caption
+    if "tokenizer" in meta:  # CLIP: a caption of start, text, end-of-text padding
+        tokens = encode(["a photo"], meta)
+    else:
+        tokens = rng.integers(2, len(meta["vocab"]), (1, meta["max_tokens"])).astype(np.int32)
+        tokens[:, meta["max_tokens"] // 2:] = 0  # padded like a real caption
     return {"image_encoder": (network.image_encoder, (Tensor(image),)),
             "text_encoder": (network.text_encoder, (Tensor(tokens),))}
 
@@ -93,5 +119,5 @@ def capabilities(cfg) -> Capabilities:
 
 TASK = Task(name="multimodal", load_data=load_data, build_model=build_model, evaluate=evaluate,
             monitor="i2t_r1", mode="max", metrics=("i2t_r1", "i2t_r5", "t2i_r1", "t2i_r5", "temperature"),
-            exports=exports, warm_start=warm_start, capabilities=capabilities,
+            exports=exports, warm_start=warm_start, capabilities=capabilities, load_eval_data=load_eval_data,
             fixed_data=("image_size", "channels", "max_tokens"))

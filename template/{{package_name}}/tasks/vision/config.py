@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveFloat, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from ...engine.schema import Config, DataSection, Section
+from .vit_layout import vit_sizes
 
 
 class DataConfig(DataSection):
@@ -39,8 +40,9 @@ class DataConfig(DataSection):
 
 
 class ModelConfig(Section):
-    # small_cnn: small images, from scratch; resnet*: torchvision's ResNets (BatchNorm), weights importable
-    arch: Literal["small_cnn", "resnet18", "resnet34", "resnet50"] = "small_cnn"
+    # small_cnn: small images, from scratch; resnet*: torchvision's ResNets (BatchNorm), weights importable;
+    # vit_tiny, vit_b_16: Vision Transformers in torchvision's layout (vit.py), weights importable
+    arch: Literal["small_cnn", "resnet18", "resnet34", "resnet50", "vit_tiny", "vit_b_16"] = "small_cnn"
     widths: list[int] = [32, 64]  # small_cnn: channels per stage; each stage after the first halves H and W
     blocks_per_stage: int = Field(1, gt=0)  # small_cnn
     norm: Literal["group", "batch"] = "group"  # small_cnn; group: accumulation/data parallel exact
@@ -51,8 +53,27 @@ class ModelConfig(Section):
     # forward op): auto = on CPU only, true = on any device, false = MindSpore's own nn.Conv2d
     # (default: no faster on the 2-core CPU it was measured on; see fast_conv.py)
     fast_conv: Literal["auto"] | bool = False
+    # vit_*: sizes; null = the arch's (vit_tiny: 16, 12, 3, 192, 768; vit_b_16: 16, 12, 12, 768, 3072)
+    patch_size: PositiveInt | None = None  # data.image_size must be a multiple of it
+    vit_layers: PositiveInt | None = None
+    vit_heads: PositiveInt | None = None  # must divide vit_width
+    vit_width: PositiveInt | None = None
+    vit_mlp_dim: PositiveInt | None = None
 
 
 class TaskConfig(Config):
     data: DataConfig = DataConfig()
     model: ModelConfig = ModelConfig()
+
+    @model_validator(mode="after")
+    def _vit_fits(self):
+        if not self.model.arch.startswith("vit"):
+            return self
+        patch, _, heads, width, _ = vit_sizes(self.model)
+        if self.data.image_size % patch:
+            raise ValueError(f"data.image_size={self.data.image_size} must be a multiple of the ViT's patch size "
+                             f"{patch} (model.patch_size)")
+        if width % heads:
+            raise ValueError(f"the ViT's width {width} must be divisible by its {heads} heads "
+                             "(model.vit_width, model.vit_heads)")
+        return self

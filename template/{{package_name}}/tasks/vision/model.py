@@ -12,9 +12,15 @@ from mindspore import nn, ops
 from .fast_conv import conv_class
 from .resnet import ResNet
 from .small_cnn import SmallCNN
+from .vit import VisionTransformer
+from .vit_layout import vit_sizes
 
 
 def build_backbone(model_cfg, channels: int, image_size: int) -> nn.Cell:
+    """The arch registry: ``model.arch`` -> its backbone."""
+    if model_cfg.arch.startswith("vit"):
+        patch, layers, heads, width, mlp_dim = vit_sizes(model_cfg)
+        return VisionTransformer(image_size, patch, layers, heads, width, mlp_dim, channels, model_cfg.dropout)
     conv = conv_class(model_cfg.fast_conv)
     if model_cfg.arch == "small_cnn":
         return SmallCNN(channels, image_size, model_cfg.widths, model_cfg.blocks_per_stage, model_cfg.norm, conv)

@@ -11,8 +11,10 @@ from ...engine.errors import CheckpointError, DataError
 from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from ...images.files import predict_files
+from .config import ModelConfig
 from .data import load_data, load_eval_data
 from .model import ClassificationLoss, Classifier, build_backbone
+from .vit_layout import vit_sizes
 
 
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
@@ -40,11 +42,19 @@ def check_backbone_fits(meta: dict, cfg) -> None:
     """Refuse a backbone of another shape. Names alone would not catch all of them: a
     resnet34 file holds every name of a resnet18, a BatchNorm one every name of a GroupNorm one."""
     saved = meta["config"]["model"]
-    keys = ["arch"] + (["widths", "blocks_per_stage", "norm"] if cfg.model.arch == "small_cnn" else [])
+    keys = ["arch"] + {"small_cnn": ["widths", "blocks_per_stage", "norm"]}.get(cfg.model.arch, [])
     for key in keys:
         if saved.get(key) != getattr(cfg.model, key):
             raise CheckpointError(f"its backbone has model.{key}={saved.get(key)!r}, this run "
                                   f"model.{key}={getattr(cfg.model, key)!r}; set them equal")
+    if cfg.model.arch.startswith("vit"):
+        theirs, ours = vit_sizes(ModelConfig(**saved)), vit_sizes(cfg.model)
+        if theirs != ours:
+            raise CheckpointError(f"its ViT has (patch, layers, heads, width, mlp) {theirs}, this run {ours}; set "
+                                  "model.patch_size, vit_layers, vit_heads, vit_width, vit_mlp_dim equal")
+    if cfg.model.arch.startswith("vit") and meta["task_meta"]["image_size"] != cfg.data.image_size:
+        raise CheckpointError(f"its ViT has positions for {meta['task_meta']['image_size']}-pixel images; "
+                              f"set data.image_size={meta['task_meta']['image_size']}")
     if meta["task_meta"]["channels"] != cfg.data.channels:
         raise CheckpointError(f"its backbone takes {meta['task_meta']['channels']}-channel images; "
                               f"set data.channels={meta['task_meta']['channels']}")
@@ -75,7 +85,7 @@ def exports(network: nn.Cell, meta: dict, cfg) -> dict:
 
 
 def capabilities(cfg) -> Capabilities:
-    if cfg.model.arch != "small_cnn" or cfg.model.norm == "batch":
+    if cfg.model.arch.startswith("resnet") or cfg.model.norm == "batch" and cfg.model.arch == "small_cnn":
         return Capabilities(grad_accum="approximate",
                             reason="BatchNorm statistics come from each micro-batch (and, under msrun, "
                                    "each rank's batch), not the whole batch")

@@ -1,0 +1,101 @@
+"""CLIP's towers (Radford et al. 2021) on the vision task's ViT blocks (``tasks/vision/vit.py``),
+and CLIP's byte-level BPE tokenizer (its ``tokenizer.json``, run by Hugging Face ``tokenizers``).
+
+``model.image_tower: vit``: the ViT with CLIP's choices (a LayerNorm after the positions,
+QuickGELU, a bias-free patch projection, LayerNorm epsilon 1e-5), its class token projected
+without a bias (CLIP's ``visual_projection``).
+``model.text_tower: clip``: token + learned position embeddings, causal pre-LayerNorm blocks, a
+final LayerNorm; the caption is the features at its first end-of-text token, projected without
+a bias (``text_projection``). Captions are padded after that token, so, the attention being
+causal, padding never changes a caption's embedding.
+
+``convert_weights.py`` imports Hugging Face ``CLIPModel`` files onto these.
+"""
+
+from __future__ import annotations
+
+import mindspore as ms
+import numpy as np
+from mindspore import Parameter, nn, ops
+from mindspore.common.initializer import Normal, initializer
+
+from ...engine.errors import DataError
+from ..vision.vit import VisionTransformer, encoder_layers
+
+CLIP_EPS = 1e-5  # CLIP's LayerNorm epsilon
+
+
+class ViTImageTower(nn.Cell):
+    def __init__(self, m, channels: int, image_size: int):
+        super().__init__()
+        self.backbone = VisionTransformer(image_size, m.vit_patch_size, m.vit_layers, m.vit_heads, m.vit_width,
+                                          4 * m.vit_width, channels, eps=CLIP_EPS, act="quick_gelu",
+                                          pre_norm=True, conv_bias=False)
+        self.head = nn.Dense(m.vit_width, m.embed_dim, has_bias=False)
+
+    def construct(self, image):  # (B, C, H, W) -> (B, E)
+        return self.head(self.backbone(image))
+
+
+class CLIPTextTower(nn.Cell):
+    def __init__(self, vocab_size: int, context: int, width: int, layers: int, heads: int, embed_dim: int,
+                 eos_id: int):
+        super().__init__()
+        self.token_embedding = nn.Embedding(vocab_size, width, embedding_table=Normal(0.02))
+        self.position_embedding = Parameter(initializer(Normal(0.01), (context, width)), name="position_embedding")
+        self.layers = encoder_layers(layers, width, heads, 4 * width, 0.0, CLIP_EPS, "quick_gelu", True, context)
+        self.final_layer_norm = nn.LayerNorm((width,), epsilon=CLIP_EPS)
+        self.head = nn.Dense(width, embed_dim, has_bias=False)
+        self.eos_id = eos_id
+
+    def construct(self, tokens):  # (B, L) int32, L <= context -> (B, E)
+        x = self.token_embedding(tokens) + self.position_embedding[:tokens.shape[1]]  # (B, L, W)
+        x = self.final_layer_norm(self.layers(x))
+        eos = ops.cast(tokens == self.eos_id, ms.float32)  # (B, L)
+        first = eos * ops.cast(ops.cumsum(eos, axis=1) == 1, ms.float32)  # one-hot: the first end-of-text
+        pooled = ops.sum(x * first.astype(x.dtype).expand_dims(-1), dim=1)  # (B, W)
+        return self.head(pooled)
+
+
+class ClipTokenizer:
+    """A CLIP ``tokenizer.json``: text -> <|startoftext|> BPE tokens <|endoftext|>, cut to
+    ``context`` tokens (the end-of-text kept last) and padded with end-of-text tokens."""
+
+    def __init__(self, text: str, source: str = "tokenizer.json"):
+        from tokenizers import Tokenizer
+
+        try:
+            self.bpe = Tokenizer.from_str(text)
+        except Exception as exc:  # tokenizers raises its own exception types
+            raise DataError(f"{source}: not a tokenizer.json ({str(exc).splitlines()[0][:120]})") from None
+        vocab = self.bpe.get_vocab(with_added_tokens=True)
+        missing = [t for t in ("<|startoftext|>", "<|endoftext|>") if t not in vocab]
+        if missing:
+            raise DataError(f"{source}: no {missing[0]} token: not a CLIP tokenizer")
+        self.bos_id, self.eos_id = vocab["<|startoftext|>"], vocab["<|endoftext|>"]
+        self.vocab_size, self.text = self.bpe.get_vocab_size(with_added_tokens=True), text
+
+    @classmethod
+    def from_meta(cls, meta: dict) -> ClipTokenizer:
+        return cls(meta["tokenizer"], "the checkpoint's tokenizer")
+
+    def encode(self, texts: list[str], context: int) -> np.ndarray:
+        """Captions -> int32 (N, context) ids."""
+        out = np.full((len(texts), context), self.eos_id, np.int32)
+        for row, text in enumerate(texts):
+            ids = self.bpe.encode(text, add_special_tokens=False).ids[:context - 2]
+            out[row, :len(ids) + 1] = [self.bos_id, *ids]  # the end-of-text token follows (padding)
+        return out
+
+
+def clip_meta(path: str) -> dict:
+    """The text side of a CLIP checkpoint (``model.pretrained``): its tokenizer and context."""
+    from ...engine import checkpoint
+
+    _, meta = checkpoint.read(path, tasks=("multimodal",))
+    saved = meta["task_meta"]
+    if "tokenizer" not in saved:
+        raise DataError(f"model.pretrained={path}: not an imported CLIP (no tokenizer in it); "
+                        "model.text_tower: clip needs one")
+    return {key: saved[key] for key in ("tokenizer", "eos_id", "vocab_size")}
+
