@@ -37,7 +37,6 @@ def _generate(args: argparse.Namespace) -> None:
     check_settings(args.max_new_tokens, args.temperature, args.top_k)  # before the (slow) model load
     checkpoint = checkpoint_path(args)
     from ...engine.inference import load_trained  # imports MindSpore: after the settings check
-
     from .lora import merge
 
     trained = load_trained(checkpoint, args.overrides)

@@ -69,7 +69,7 @@ def merge(network: nn.Cell) -> int:
     merged = 0
     for cell in adapters(network):
         if not cell.merged:
-            cell.weight.set_data((cell.weight + cell.delta().astype(cell.weight.dtype)))
+            cell.weight.set_data(cell.weight + cell.delta().astype(cell.weight.dtype))
             cell.merged = True
             merged += 1
     return merged

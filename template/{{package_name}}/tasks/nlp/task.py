@@ -11,8 +11,8 @@ from ...engine import checkpoint
 from ...engine.arrays import budget, compiled
 from ...engine.errors import CheckpointError
 from ...engine.task import Comm, Data, Model, Task
-from .data import Tokenizer, load_data, load_eval_data
 from . import lora
+from .data import Tokenizer, load_data, load_eval_data
 from .llama import FLOAT32_CELLS, Llama
 from .model import GPT, LanguageModelLoss, TokenLosses
 
