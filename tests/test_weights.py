@@ -4,6 +4,7 @@ nlp projects whose MindSpore networks compute the same logits."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -217,3 +218,62 @@ def test_a_bpe_vocabulary_gpt2_needs_its_tokenizer_json(tmp_path):
     with torch.no_grad():
         expected = reference(torch.from_numpy(tokens).long()).logits.numpy()
     assert actual.shape == (2, 32, 512) and np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()
+
+
+def tiny_llama_folder(path, kind: str):
+    """A random Hugging Face Llama (bf16, untied head) or Qwen2 (fp32, q/k/v biases, tied head)
+    written by ``save_pretrained`` in shards, with a byte-level BPE tokenizer.json of exactly
+    its vocabulary and a chat template: what a published model folder holds."""
+    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    vocab = 320
+    config_class, model_class = {
+        "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+    }[kind]
+    config = config_class(
+        vocab_size=vocab, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=kind == "qwen2",
+        rope_theta=1e6 if kind == "qwen2" else 1e4,
+    )
+    torch.manual_seed(0)
+    model = model_class(config).eval()
+    with torch.no_grad():  # norms off their 1s and biases off their 0s: a swapped name would show
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.uniform_(0.5, 1.5)
+            elif name.endswith("bias"):
+                param.uniform_(-0.2, 0.2)
+    dtype = torch.bfloat16 if kind == "llama" else torch.float32
+    model.to(dtype).save_pretrained(path, max_shard_size="100KB")  # several shards + the index
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE())
+    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=vocab, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+    )
+    bpe.train_from_iterator(["the quick brown fox jumps over the lazy dog; " * 50] * 20, trainer=trainer)
+    bpe.add_tokens([f"<pad{i}>" for i in range(vocab - bpe.get_vocab_size())])
+    bpe.save(str(path / "tokenizer.json"))
+    chat = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    (path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>", "chat_template": chat}))
+    return model.float().eval()
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_huggingface_llama_family_converts_to_the_same_logits(tmp_path, kind):
+    reference = tiny_llama_folder(tmp_path / kind, kind)
+    assert len(list((tmp_path / kind).glob("model-*-of-*.safetensors"))) > 1
+    project = generate(tmp_path, "nlp", name="lm", git=False)
+    converted = run(project, "convert_weights.py", str(tmp_path / kind), "--out", "llm.ckpt", "--verify")
+    assert converted.returncode == 0, converted.stderr[-2000:]
+    arch = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[kind]
+    assert f"{arch}, 2 layers x 64 -> llm.ckpt, max |logit diff| vs transformers" in converted.stdout
+
+    tokens = np.random.default_rng(1).integers(0, 320, (2, 64)).astype(np.int32)
+    actual = mindspore_logits(project, tmp_path, "llm.ckpt", tokens)
+    with torch.no_grad():  # the reference was saved in bf16 (llama): compare with the rounded weights
+        expected = reference(torch.from_numpy(tokens).long()).logits.numpy()
+    assert actual.shape == (2, 64, 320)
+    assert np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()

@@ -6,7 +6,12 @@ model exactly. ``freeze_base`` leaves only A and B trainable: the engine builds 
 from ``network.trainable_params()``, so only the adapters have gradients, accumulation buffers
 and Adam moments. Checkpoints hold the base weights and the adapters (resume is exact);
 ``merge`` folds B A alpha / rank into W for ``generate.py`` and MINDIR export (the adapters'
-matmuls leave the graph); ``save_adapters`` writes the adapters alone.
+matmuls leave the graph).
+
+Adapter-only checkpoints (a few MB for a model of GB): add the callback ``SaveAdapters`` in
+config.yaml, ``train.callbacks: ["<package>.tasks.nlp.lora:SaveAdapters"]``; every new best
+evaluation writes ``best-adapters.ckpt`` beside ``best.ckpt``. Such a file works as
+``model.pretrained``: the base checkpoint its own config names is loaded, then the adapters.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from pathlib import Path
 import mindspore as ms
 from mindspore import Parameter, nn, ops
 from mindspore.common.initializer import HeUniform, Normal, initializer
+
+from ...engine.callbacks import Callback
 
 ADAPTERS = (".lora_A", ".lora_B")  # parameter name endings
 
@@ -73,6 +80,18 @@ def merge(network: nn.Cell) -> int:
             cell.merged = True
             merged += 1
     return merged
+
+
+class SaveAdapters(Callback):
+    """A trainer callback (see the module docstring): ``best-adapters.ckpt`` at every new best."""
+
+    def on_eval_end(self, trainer, metrics) -> None:
+        if trainer.state.improved and trainer.comm.is_main:
+            from dataclasses import asdict
+
+            meta = {"format": 1, "state": asdict(trainer.state), "config": trainer.cfg.to_dict(),
+                    "task_meta": trainer.data.meta}
+            save_adapters(trainer.run_dir / "best-adapters.ckpt", trainer.network, meta)
 
 
 def save_adapters(path: str | Path, network: nn.Cell, meta: dict) -> int:
