@@ -107,7 +107,8 @@ def exports(network: nn.Cell, meta: dict, cfg) -> dict:
 
 def deploy_meta(meta: dict, cfg) -> dict:
     """The tokenizer is all a deployed LM needs (the unigram counts only serve evaluation)."""
-    return {"tokenizer": meta["tokenizer"], "block_size": cfg.model.block_size}
+    extra = {key: meta[key] for key in ("chat_template", "special_tokens") if meta.get(key)}  # imported llama
+    return {"tokenizer": meta["tokenizer"], "block_size": cfg.model.block_size, **extra}
 
 
 TASK = Task(name="nlp", load_data=load_data, build_model=build_model, evaluate=evaluate,
