@@ -257,7 +257,8 @@ def tiny_llama_folder(path, kind: str):
     bpe.add_tokens([f"<pad{i}>" for i in range(vocab - bpe.get_vocab_size())])
     bpe.save(str(path / "tokenizer.json"))
     chat = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-    (path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>", "chat_template": chat}))
+    settings = {"eos_token": "<|im_end|>", "chat_template": chat}
+    (path / "tokenizer_config.json").write_text(json.dumps(settings))
     return model.float().eval()
 
 
