@@ -106,8 +106,12 @@ def mindspore_rows(reps: int, shapes) -> list[dict]:
         stock, picked = nn.Conv2d(cin, cout, k, **kw), fc.FastConv2d(cin, cout, k, **kw)
         forced = fc.FastConv2d(cin, cout, k, forward_dw="always", **kw)
         in_cell = fc.FastConv2d(cin, cout, k, forward_dw="never", **kw)
-        variants = {"stock": stock, "stock kernels in this cell": in_cell, "forward dW": forced,
-                    "rule": picked}
+        variants = {
+            "stock": stock,
+            "stock kernels in this cell": in_cell,
+            "forward dW": forced,
+            "rule": picked,
+        }
         if s == 1:
             dxconv = fc.FastConv2d(cin, cout, k, **kw)
             dxconv.conv2d = DxAsConv(dxconv, "always")
@@ -124,8 +128,9 @@ def mindspore_rows(reps: int, shapes) -> list[dict]:
         for name, step in steps.items():
             out = step(x)
             got = [t.asnumpy() for t in out[1][1]] + [out[1][0].asnumpy()]
-            result[name + " err"] = max(float(np.abs(a - b).max() / (np.abs(a).max() + 1e-12))
-                                        for a, b in zip(ref, got, strict=True))
+            result[name + " err"] = max(
+                float(np.abs(a - b).max() / (np.abs(a).max() + 1e-12)) for a, b in zip(ref, got, strict=True)
+            )
         # a jit call on CPU returns when its graph is done: reading one output times all of it
         calls = {"forward": lambda fwd=fwd, x=x: fwd(x).asnumpy()}
         calls.update({name: lambda step=step, x=x: step(x)[1][0].asnumpy() for name, step in steps.items()})
@@ -180,23 +185,30 @@ def main() -> None:
     if args.torch_peer:
         print(json.dumps(torch_rows(args.reps, SHAPES)))
         return
-    print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores, ONEDNN_MAX_CPU_ISA="
-          f"{os.environ['ONEDNN_MAX_CPU_ISA']}")
+    print(
+        f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores, ONEDNN_MAX_CPU_ISA="
+        f"{os.environ['ONEDNN_MAX_CPU_ISA']}"
+    )
     rows = mindspore_rows(args.reps, SHAPES)
-    peer = subprocess.run([sys.executable, __file__, "--torch-peer", "--reps", str(args.reps)],
-                          capture_output=True, text=True)
+    peer = subprocess.run(
+        [sys.executable, __file__, "--torch-peer", "--reps", str(args.reps)], capture_output=True, text=True
+    )
     torch_ms = [None] * len(rows)
     if peer.returncode == 0:
         torch_ms = json.loads(peer.stdout.strip().splitlines()[-1])
-    print("\n| conv (where) | fwd | stock fwd+bwd | stock kernels in this cell's bprop | dW as fwd conv "
-          "| + dx as fwd conv | rule picks: ms | speed-up | PyTorch fwd+bwd |")
+    print(
+        "\n| conv (where) | fwd | stock fwd+bwd | stock kernels in this cell's bprop | dW as fwd conv "
+        "| + dx as fwd conv | rule picks: ms | speed-up | PyTorch fwd+bwd |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r, t in zip(rows, torch_ms, strict=True):
         dx = f"{r['forward dW + dx']:.1f}" if "forward dW + dx" in r else "—"
         peer_ms = f"{t:.1f}" if t is not None else "—"
-        print(f"| {r['shape']} ({r['where']}) | {r['forward']:.1f} | {r['stock']:.1f} "
-              f"| {r['stock kernels in this cell']:.1f} | {r['forward dW']:.1f} | {dx} "
-              f"| {r['rule picks']}: {r['rule']:.1f} | {r['stock'] / r['rule']:.2f}× | {peer_ms} |")
+        print(
+            f"| {r['shape']} ({r['where']}) | {r['forward']:.1f} | {r['stock']:.1f} "
+            f"| {r['stock kernels in this cell']:.1f} | {r['forward dW']:.1f} | {dx} "
+            f"| {r['rule picks']}: {r['rule']:.1f} | {r['stock'] / r['rule']:.2f}× | {peer_ms} |"
+        )
     worst = max(v for r in rows for k, v in r.items() if k.endswith(" err"))
     print(f"\nlargest relative gradient difference vs stock: {worst:.1e}")
 

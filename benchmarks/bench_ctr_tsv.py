@@ -56,8 +56,11 @@ def write_criteo(file: Path, rows: int, chunk: int = 1_000_000, seed: int = 0) -
 
 
 def schema_for() -> pa.Schema:
-    return pa.schema([("label", pa.int64())] + [(f"I{j}", pa.int64()) for j in range(1, 14)]
-                     + [(f"C{j}", pa.string()) for j in range(1, 27)])
+    return pa.schema(
+        [("label", pa.int64())]
+        + [(f"I{j}", pa.int64()) for j in range(1, 14)]
+        + [(f"C{j}", pa.string()) for j in range(1, 27)]
+    )
 
 
 CHILD = """
@@ -81,12 +84,19 @@ def main() -> None:
         start = time.perf_counter()
         write_criteo(file, args.rows)
         written = time.perf_counter() - start
-        print(f"{args.rows:,} rows, {file.stat().st_size / 1e9:.2f} GB written in {written:.0f} s; "
-              f"load average {os.getloadavg()[0]:.1f}")
+        print(
+            f"{args.rows:,} rows, {file.stat().st_size / 1e9:.2f} GB written in {written:.0f} s; "
+            f"load average {os.getloadavg()[0]:.1f}"
+        )
         code = CHILD.format(package=project.name.replace("-", "_"))
         start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-c", code, str(file)], cwd=project, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, str(file)],
+            cwd=project,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         out, err = proc.stdout.read(), proc.stderr.read()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
@@ -94,9 +104,11 @@ def main() -> None:
             raise SystemExit(f"read_tsv failed:\n{err[-2000:]}")
         rows, fields, result, read = out.split()
         peak = usage.ru_maxrss / 1024
-        print(f"read_tsv: {int(rows):,} rows x {fields} fields in {float(read):.1f} s "
-              f"({int(rows) / float(read):,.0f} rows/s; process {wall:.1f} s); peak RSS {peak:,.0f} MB, "
-              f"of which the result (compact features + labels) {int(result) / 2**20:,.0f} MB")
+        print(
+            f"read_tsv: {int(rows):,} rows x {fields} fields in {float(read):.1f} s "
+            f"({int(rows) / float(read):,.0f} rows/s; process {wall:.1f} s); peak RSS {peak:,.0f} MB, "
+            f"of which the result (compact features + labels) {int(result) / 2**20:,.0f} MB"
+        )
         print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 

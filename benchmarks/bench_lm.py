@@ -21,10 +21,11 @@ from pathlib import Path
 import yaml
 from bench_train import _matmul_peak_gflops, generate, measure, torch_peer
 
-GPT2_SMALL = {"model": {"arch": "gpt2", "bias": True, "n_layer": 4, "d_model": 256, "n_head": 4,
-                        "block_size": 128},
-              "train": {"batch_size": 16},
-              "data": {"tokenizer": "bpe", "vocab_size": 8192}}
+GPT2_SMALL = {
+    "model": {"arch": "gpt2", "bias": True, "n_layer": 4, "d_model": 256, "n_head": 4, "block_size": 128},
+    "train": {"batch_size": 16},
+    "data": {"tokenizer": "bpe", "vocab_size": 8192},
+}
 
 
 def configure(project: Path) -> None:
@@ -48,8 +49,10 @@ def main() -> None:
         eager, compiled = (torch_peer("nlp", project, c, args.steps) for c in (False, True))
     peak = _matmul_peak_gflops()
     flops = ours.get("flops_per_step")
-    print(f"gpt2-shaped LM {GPT2_SMALL}; {flops / 1e9 if flops else float('nan'):.1f} GFLOP/step; "
-          f"matmul peak {peak:.0f} GFLOP/s")
+    print(
+        f"gpt2-shaped LM {GPT2_SMALL}; {flops / 1e9 if flops else float('nan'):.1f} GFLOP/step; "
+        f"matmul peak {peak:.0f} GFLOP/s"
+    )
     print(f"{'':<26}{'ms/step':>10}{'GFLOP/s':>10}{'of peak':>9}{'its ms / ours':>15} (>1: ours faster)")
     runs = (("MindSpore 2.10 jit", ours), ("PyTorch eager", eager), ("PyTorch torch.compile", compiled))
     for name, result in runs:

@@ -40,8 +40,11 @@ def torch_step(package: str, compile_: bool, steps: int, batch: int, size: int) 
     model = reference.ResNet("resnet18", num_classes=10, channels=3)
     x, y = torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,))
     macs = []
-    hooks = [m.register_forward_hook(lambda m, i, o: macs.append(o.numel() * m.weight[0].numel()))
-             for m in model.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+    hooks = [
+        m.register_forward_hook(lambda m, i, o: macs.append(o.numel() * m.weight[0].numel()))
+        for m in model.modules()
+        if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))
+    ]
     model(x)
     for hook in hooks:
         hook.remove()
@@ -61,15 +64,34 @@ def torch_step(package: str, compile_: bool, steps: int, batch: int, size: int) 
         tick = time.perf_counter()
         step().item()
         times.append(time.perf_counter() - tick)
-    return {"ms_per_step": 1000 * statistics.median(times[5:]), "flops_per_step": 3 * 2 * sum(macs),
-            "threads": torch.get_num_threads()}
+    return {
+        "ms_per_step": 1000 * statistics.median(times[5:]),
+        "flops_per_step": 3 * 2 * sum(macs),
+        "threads": torch.get_num_threads(),
+    }
 
 
 def peer(project: Path, package: str, compile_: bool, args) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--torch-peer", package, "--steps", str(args.steps),
-           "--batch", str(args.batch), "--size", str(args.size)] + (["--compile"] if compile_ else [])
-    out = subprocess.run(cmd, cwd=project, capture_output=True, text=True, timeout=1800,
-                         env={**os.environ, "PYTHONPATH": str(HERE)})
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--torch-peer",
+        package,
+        "--steps",
+        str(args.steps),
+        "--batch",
+        str(args.batch),
+        "--size",
+        str(args.size),
+    ] + (["--compile"] if compile_ else [])
+    out = subprocess.run(
+        cmd,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env={**os.environ, "PYTHONPATH": str(HERE)},
+    )
     if out.returncode:
         return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -90,26 +112,37 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.2f} (measure below ~1.5), {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as tmp:
         project, package = generate("vision", Path(tmp))
-        config = ["model.arch=resnet18", "data.channels=3", f"data.image_size={args.size}",
-                  f"train.batch_size={args.batch}", "optim.name=momentum", "optim.lr=0.01",
-                  "optim.schedule=constant"]
+        config = [
+            "model.arch=resnet18",
+            "data.channels=3",
+            f"data.image_size={args.size}",
+            f"train.batch_size={args.batch}",
+            "optim.name=momentum",
+            "optim.lr=0.01",
+            "optim.schedule=constant",
+        ]
         before = measure(project, package, *config, "model.fast_conv=false", steps=args.steps)
         ours = measure(project, package, *config, "model.fast_conv=true", steps=args.steps)
         eager, compiled = (peer(project, package, c, args) for c in (False, True))
     peak = _matmul_peak_gflops()
     flops = eager.get("flops_per_step")
     rows = [("", "ms/step", "GFLOP/s", "share of peak")]
-    for name, result in (("MindSpore jit, fast_conv false", before), ("MindSpore jit, fast_conv true", ours),
-                         ("PyTorch eager", eager),
-                         ("PyTorch torch.compile", compiled)):
+    for name, result in (
+        ("MindSpore jit, fast_conv false", before),
+        ("MindSpore jit, fast_conv true", ours),
+        ("PyTorch eager", eager),
+        ("PyTorch torch.compile", compiled),
+    ):
         if "error" in result:
             rows.append((name, result["error"][:60], "", ""))
             continue
         ms_step = result["ms_per_step"]
         rate = flops / (ms_step / 1000) / 1e9 if flops else float("nan")
         rows.append((name, f"{ms_step:.0f}", f"{rate:.1f}", f"{rate / peak:.0%}"))
-    print(f"resnet18, batch {args.batch} x 3 x {args.size} x {args.size}, SGD momentum, fp32; "
-          f"{flops / 1e9 if flops else float('nan'):.1f} GFLOP/step; matmul peak {peak:.0f} GFLOP/s")
+    print(
+        f"resnet18, batch {args.batch} x 3 x {args.size} x {args.size}, SGD momentum, fp32; "
+        f"{flops / 1e9 if flops else float('nan'):.1f} GFLOP/step; matmul peak {peak:.0f} GFLOP/s"
+    )
     for row in rows:
         print(f"{row[0]:<32}{row[1]:>10}{row[2]:>10}{row[3]:>15}")
     for name, result in (("fast_conv false", before), ("fast_conv true", ours)):

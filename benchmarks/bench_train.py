@@ -111,8 +111,12 @@ def bench_task(task: str, root: Path, steps: int) -> list[tuple[str, str]]:
         for rows_ in (100_000, 1_000_000):
             dense = ms(f"data.hash_buckets={rows_}")
             sparse = ms(f"data.hash_buckets={rows_}", "model.sparse=true", "optim.name=lazy_adam")
-            rows.append((f"{rows_:,} rows per table: dense / sparse ms/step",
-                         f"{dense['ms_per_step']:.1f} / {sparse['ms_per_step']:.1f}"))
+            rows.append(
+                (
+                    f"{rows_:,} rows per table: dense / sparse ms/step",
+                    f"{dense['ms_per_step']:.1f} / {sparse['ms_per_step']:.1f}",
+                )
+            )
     rss, wall = peak_rss_mb(project)
     rows.append(("default training: wall s / peak RSS MB", f"{wall:.1f} / {rss:.0f}"))
     for compile_ in (False, True) if task in TORCH_PEERS else ():

@@ -66,7 +66,7 @@ def our_loop(trainer, batches, k, args) -> dict:
         if first is None:
             first = time.time() - START
         times.append(time.perf_counter() - tick)
-    return {"ms_per_step": 1000 * statistics.median(times[args.warmup:]), "first_step_s": first}
+    return {"ms_per_step": 1000 * statistics.median(times[args.warmup :]), "first_step_s": first}
 
 
 def framework_loop(trainer, batches, args) -> dict:
@@ -92,7 +92,7 @@ def framework_loop(trainer, batches, args) -> dict:
 
     model = ms.train.Model(trainer.step_fn.loss_net, optimizer=trainer.optimizer)
     model.train(1, source, callbacks=[Timer()], dataset_sink_mode=False)
-    return {"ms_per_step": 1000 * statistics.median(times[args.warmup:]), "first_step_s": None}
+    return {"ms_per_step": 1000 * statistics.median(times[args.warmup :]), "first_step_s": None}
 
 
 if __name__ == "__main__":

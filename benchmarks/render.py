@@ -11,7 +11,21 @@ REPO = Path(__file__).resolve().parents[1]
 
 def render(dest: Path, task: str, ref: str = "HEAD") -> Path:
     """The template at git ``ref`` of this checkout, rendered into ``dest`` (named after it), no git."""
-    cmd = [sys.executable, "-m", "msscaffold", "new", str(dest), "--task", task, "--template", str(REPO),
-           "--vcs-ref", ref, "--no-git", "-d", f"project_name={dest.name}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "msscaffold",
+        "new",
+        str(dest),
+        "--task",
+        task,
+        "--template",
+        str(REPO),
+        "--vcs-ref",
+        ref,
+        "--no-git",
+        "-d",
+        f"project_name={dest.name}",
+    ]
     subprocess.run(cmd, check=True, capture_output=True, stdin=subprocess.DEVNULL)
     return dest

@@ -23,10 +23,18 @@ class Block(nn.Module):
     def __init__(self, cin: int, cout: int, stride: int):
         super().__init__()
         gn = lambda c: nn.GroupNorm(min(8, c), c)  # noqa: E731
-        self.body = nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False), gn(cout), nn.ReLU(),
-                                  nn.Conv2d(cout, cout, 3, 1, 1, bias=False), gn(cout))
-        self.shortcut = nn.Identity() if stride == 1 and cin == cout else nn.Sequential(
-            nn.Conv2d(cin, cout, 1, stride, bias=False), gn(cout))
+        self.body = nn.Sequential(
+            nn.Conv2d(cin, cout, 3, stride, 1, bias=False),
+            gn(cout),
+            nn.ReLU(),
+            nn.Conv2d(cout, cout, 3, 1, 1, bias=False),
+            gn(cout),
+        )
+        self.shortcut = (
+            nn.Identity()
+            if stride == 1 and cin == cout
+            else nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), gn(cout))
+        )
 
     def forward(self, x):
         return torch.relu(self.body(x) + self.shortcut(x))
@@ -34,8 +42,11 @@ class Block(nn.Module):
 
 def vision(cfg: dict):
     widths, blocks = cfg["model"]["widths"], cfg["model"]["blocks_per_stage"]
-    layers = [nn.Conv2d(cfg["data"]["channels"], widths[0], 3, 1, 1, bias=False),
-              nn.GroupNorm(min(8, widths[0]), widths[0]), nn.ReLU()]
+    layers = [
+        nn.Conv2d(cfg["data"]["channels"], widths[0], 3, 1, 1, bias=False),
+        nn.GroupNorm(min(8, widths[0]), widths[0]),
+        nn.ReLU(),
+    ]
     cin = widths[0]
     for stage, width in enumerate(widths):
         for block in range(blocks):
@@ -57,8 +68,9 @@ class LMBlock(nn.Module):
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.qkv, self.proj = nn.Linear(d, 3 * d, bias=bias), nn.Linear(d, d, bias=bias)
         hidden = ratio * d
-        self.mlp = nn.Sequential(nn.Linear(d, hidden, bias=bias), nn.GELU(approximate="tanh"),
-                                 nn.Linear(hidden, d, bias=bias))
+        self.mlp = nn.Sequential(
+            nn.Linear(d, hidden, bias=bias), nn.GELU(approximate="tanh"), nn.Linear(hidden, d, bias=bias)
+        )
 
     def forward(self, x):
         b, t, c = x.shape
@@ -117,8 +129,10 @@ def main() -> None:
     # The project's optimizer and clipping (AdamW decays matrices and embeddings only).
     params = list(model.parameters())
     if optim["name"] == "adamw":
-        groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": optim["weight_decay"]},
-                  {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+        groups = [
+            {"params": [p for p in params if p.ndim >= 2], "weight_decay": optim["weight_decay"]},
+            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+        ]
         opt = torch.optim.AdamW(groups, lr=optim["lr"])
     else:
         opt = torch.optim.Adam(params, lr=1e-3)
@@ -140,7 +154,7 @@ def main() -> None:
         tick = time.perf_counter()
         step().item()
         times.append(time.perf_counter() - tick)
-    median = statistics.median(times[args.warmup:])
+    median = statistics.median(times[args.warmup :])
     print(json.dumps({"ms_per_step": 1000 * median, "threads": torch.get_num_threads()}))
 
 

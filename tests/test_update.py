@@ -242,7 +242,9 @@ def test_an_edit_of_a_module_the_template_moved_follows_it_or_is_named(tmp_path)
     assert console.count(line) == 1
     (engine / "console.py").write_text(console.replace(line, line + "  [user edit]"))
     trainer = (engine / "trainer.py").read_text()
-    (engine / "trainer.py").write_text(trainer.replace('"""The training loop', '"""[user edit 2] The training loop'))
+    (engine / "trainer.py").write_text(
+        trainer.replace('"""The training loop', '"""[user edit 2] The training loop')
+    )
     git("commit", "-qam", "user edits", cwd=dest)
 
     conflicts = _generate.update_project(dest, vcs_ref=git("rev-parse", "HEAD", cwd=clone).strip())

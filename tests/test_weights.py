@@ -226,8 +226,14 @@ def tiny_vit(path, layers: int = 2):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     config = transformers.ViTConfig(
-        hidden_size=192, num_hidden_layers=layers, num_attention_heads=3, intermediate_size=384,
-        image_size=32, patch_size=8, num_channels=3, num_labels=10,
+        hidden_size=192,
+        num_hidden_layers=layers,
+        num_attention_heads=3,
+        intermediate_size=384,
+        image_size=32,
+        patch_size=8,
+        num_channels=3,
+        num_labels=10,
     )
     model = transformers.ViTForImageClassification(config).eval()
     with torch.no_grad():
@@ -248,8 +254,10 @@ def torchvision_names(hf: dict) -> dict:
         "conv_proj.bias": hf["vit.embeddings.patch_embeddings.projection.bias"],
         "class_token": hf["vit.embeddings.cls_token"],
         "encoder.pos_embedding": hf["vit.embeddings.position_embeddings"],
-        "encoder.ln.weight": hf["vit.layernorm.weight"], "encoder.ln.bias": hf["vit.layernorm.bias"],
-        "heads.head.weight": hf["classifier.weight"], "heads.head.bias": hf["classifier.bias"],
+        "encoder.ln.weight": hf["vit.layernorm.weight"],
+        "encoder.ln.bias": hf["vit.layernorm.bias"],
+        "heads.head.weight": hf["classifier.weight"],
+        "heads.head.bias": hf["classifier.bias"],
     }
     for i in range(len({k.split(".")[3] for k in hf if k.startswith("vit.encoder.layer.")})):
         h, t = f"vit.encoder.layer.{i}.", f"encoder.layers.encoder_layer_{i}."
@@ -270,7 +278,9 @@ def test_vit_converts_to_the_same_logits_as_transformers(tmp_path):
     transformers' logits."""
     reference = tiny_vit(tmp_path / "hf_vit")
     torchvision_file = tmp_path / "vit_tv.safetensors"
-    published = safetensors_torch.load_file(str(tmp_path / "hf_vit" / "model.safetensors"))  # the file's names
+    published = safetensors_torch.load_file(
+        str(tmp_path / "hf_vit" / "model.safetensors")
+    )  # the file's names
     safetensors_torch.save_file(torchvision_names(published), str(torchvision_file))
     project = generate(tmp_path, "vision", name="vit", git=False)
     images = np.random.default_rng(1).standard_normal((2, 3, 32, 32)).astype(np.float32)
@@ -301,10 +311,23 @@ def tiny_clip(path):
     torch.manual_seed(0)
     config = transformers.CLIPConfig(
         projection_dim=16,
-        text_config={"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128,
-                     "vocab_size": len(vocab), "max_position_embeddings": 16, "eos_token_id": len(vocab) - 1},
-        vision_config={"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128,
-                       "image_size": 16, "patch_size": 8},
+        text_config={
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "intermediate_size": 128,
+            "vocab_size": len(vocab),
+            "max_position_embeddings": 16,
+            "eos_token_id": len(vocab) - 1,
+        },
+        vision_config={
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "intermediate_size": 128,
+            "image_size": 16,
+            "patch_size": 8,
+        },
     )
     model = transformers.CLIPModel(config).eval()
     with torch.no_grad():  # LayerNorms off their 1/0 defaults; a temperature that is not the default
@@ -324,7 +347,8 @@ from {package}.deploy.inference import load_trained
 from {package}.tasks.multimodal.data import encode
 
 trained = load_trained(sys.argv[1])
-image, text = trained.network(Tensor(np.load(sys.argv[2])), Tensor(encode(["a photo", "to a pho"], trained.meta)))
+captions = Tensor(encode(["a photo", "to a pho"], trained.meta))
+image, text = trained.network(Tensor(np.load(sys.argv[2])), captions)
 np.savez(sys.argv[3], image=image.asnumpy(), text=text.asnumpy(), scale=trained.network.scale().asnumpy())
 """
 
@@ -335,16 +359,26 @@ def test_huggingface_clip_converts_to_the_same_embeddings_and_zero_shot_runs(tmp
     src = str(tmp_path / "clip" / "model.safetensors")
     converted = run(project, "convert_weights.py", src, "--out", "clip.ckpt", "--verify")
     assert converted.returncode == 0, converted.stderr[-2000:]
-    assert "CLIP, ViT 2 x 32, text 2 x 32, embed 16 -> clip.ckpt, max |diff| vs transformers" in converted.stdout
+    assert (
+        "CLIP, ViT 2 x 32, text 2 x 32, embed 16 -> clip.ckpt, max |diff| vs transformers" in converted.stdout
+    )
 
     images = np.random.default_rng(1).standard_normal((2, 3, 16, 16)).astype(np.float32)
     np.save(tmp_path / "images.npy", images)
     (tmp_path / "emb.py").write_text(CLIP_EMBEDDINGS.format(package=project.name), encoding="utf-8")
-    result = run(project, str(tmp_path / "emb.py"), "clip.ckpt", str(tmp_path / "images.npy"), str(tmp_path / "o.npz"),
-                 env={**os.environ, "PYTHONPATH": str(project)})
+    result = run(
+        project,
+        str(tmp_path / "emb.py"),
+        "clip.ckpt",
+        str(tmp_path / "images.npy"),
+        str(tmp_path / "o.npz"),
+        env={**os.environ, "PYTHONPATH": str(project)},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     ours = np.load(tmp_path / "o.npz")
-    ids = tokenizer(["a photo", "to a pho"], padding="max_length", max_length=16, return_tensors="pt").input_ids
+    ids = tokenizer(
+        ["a photo", "to a pho"], padding="max_length", max_length=16, return_tensors="pt"
+    ).input_ids
     with torch.no_grad():
         expected = reference(input_ids=ids, pixel_values=torch.from_numpy(images))
     # measured (--verify): image 1.8e-7, text 1.6e-7, logits 1.2e-6
@@ -360,14 +394,30 @@ def test_huggingface_clip_converts_to_the_same_embeddings_and_zero_shot_runs(tmp
     folder.mkdir()
     lines = []
     for i in range(10):
-        Image.fromarray(np.random.default_rng(i).integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(folder / f"{i}.png")
-        lines.append(json.dumps({"file_name": f"{i}.png", "text": f"a photo {i}", "label": "pho" if i % 2 else "to"}))
+        Image.fromarray(np.random.default_rng(i).integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(
+            folder / f"{i}.png"
+        )
+        lines.append(
+            json.dumps({"file_name": f"{i}.png", "text": f"a photo {i}", "label": "pho" if i % 2 else "to"})
+        )
     (folder / "metadata.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    evaluated = run(project, "eval.py", "--checkpoint", "clip.ckpt", "--set", f"data.path={folder}",
-                    "--set", "data.prompt=a {}", "--set", "data.eval_fraction=0.5")
+    evaluated = run(
+        project,
+        "eval.py",
+        "--checkpoint",
+        "clip.ckpt",
+        "--set",
+        f"data.path={folder}",
+        "--set",
+        "data.prompt=a {}",
+        "--set",
+        "data.eval_fraction=0.5",
+    )
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     metrics = json.loads(evaluated.stdout)
-    assert {"zero_shot_acc", "i2t_r1", "t2i_r1"} <= set(metrics) and metrics["examples"] >= 4  # held-out images
+    assert {"zero_shot_acc", "i2t_r1", "t2i_r1"} <= set(metrics) and metrics[
+        "examples"
+    ] >= 4  # held-out images
 
 
 def test_a_clip_file_of_another_kind_is_refused_with_one_line(tmp_path):
@@ -378,10 +428,82 @@ def test_a_clip_file_of_another_kind_is_refused_with_one_line(tmp_path):
     safetensors_torch.save_file({"conv_proj.weight": torch.zeros(8, 3, 4, 4)}, str(vit))
     wide = tmp_path / "clip" / "wide.safetensors"  # another size of one tensor
     safetensors_torch.save_file({**state, "text_projection.weight": torch.zeros(16, 48)}, str(wide))
-    cases = [(vit, "missing tensor 'vision_model.embeddings.patch_embedding.weight': not a Hugging Face CLIPModel"),
-             (wide, "tensor 'text_projection.weight' has shape (16, 48)")]
+    cases = [
+        (
+            vit,
+            "missing tensor 'vision_model.embeddings.patch_embedding.weight': not a Hugging Face CLIPModel",
+        ),
+        (wide, "tensor 'text_projection.weight' has shape (16, 48)"),
+    ]
     for path, message in cases:
         result = run(project, "convert_weights.py", str(path), "--out", "out.ckpt")
         lines = result.stderr.strip().splitlines()
         assert result.returncode != 0 and len(lines) == 1 and message in lines[0], result.stderr[-2000:]
         assert not (project / "out.ckpt").exists()
+
+
+def tiny_llama_folder(path, kind: str):
+    """A random Hugging Face Llama (bf16, untied head) or Qwen2 (fp32, q/k/v biases, tied head)
+    written by ``save_pretrained`` in shards, with a byte-level BPE tokenizer.json of exactly
+    its vocabulary and a chat template: what a published model folder holds."""
+    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    vocab = 320
+    config_class, model_class = {
+        "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+    }[kind]
+    config = config_class(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        tie_word_embeddings=kind == "qwen2",
+        rope_theta=1e6 if kind == "qwen2" else 1e4,
+    )
+    torch.manual_seed(0)
+    model = model_class(config).eval()
+    with torch.no_grad():  # norms off their 1s and biases off their 0s: a swapped name would show
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.uniform_(0.5, 1.5)
+            elif name.endswith("bias"):
+                param.uniform_(-0.2, 0.2)
+    dtype = torch.bfloat16 if kind == "llama" else torch.float32
+    model.to(dtype).save_pretrained(path, max_shard_size="100KB")  # several shards + the index
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE())
+    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=vocab,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+    )
+    bpe.train_from_iterator(["the quick brown fox jumps over the lazy dog; " * 50] * 20, trainer=trainer)
+    bpe.add_tokens([f"<pad{i}>" for i in range(vocab - bpe.get_vocab_size())])
+    bpe.save(str(path / "tokenizer.json"))
+    chat = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    settings = {"eos_token": "<|im_end|>", "chat_template": chat}
+    (path / "tokenizer_config.json").write_text(json.dumps(settings))
+    return model.float().eval()
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_huggingface_llama_family_converts_to_the_same_logits(tmp_path, kind):
+    reference = tiny_llama_folder(tmp_path / kind, kind)
+    assert len(list((tmp_path / kind).glob("model-*-of-*.safetensors"))) > 1
+    project = generate(tmp_path, "nlp", name="lm", git=False)
+    converted = run(project, "convert_weights.py", str(tmp_path / kind), "--out", "llm.ckpt", "--verify")
+    assert converted.returncode == 0, converted.stderr[-2000:]
+    arch = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[kind]
+    assert f"{arch}, 2 layers x 64 -> llm.ckpt, max |logit diff| vs transformers" in converted.stdout
+
+    tokens = np.random.default_rng(1).integers(0, 320, (2, 64)).astype(np.int32)
+    actual = mindspore_logits(project, tmp_path, "llm.ckpt", tokens)
+    with torch.no_grad():  # the reference was saved in bf16 (llama): compare with the rounded weights
+        expected = reference(torch.from_numpy(tokens).long()).logits.numpy()
+    assert actual.shape == (2, 64, 320)
+    assert np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()

@@ -31,7 +31,9 @@ def follow_moves(project: Path, src: str, old_ref: str, answers: dict) -> list[s
     with tempfile.TemporaryDirectory() as tmp:
         old = Path(tmp) / "old"
         data = {k: v for k, v in answers.items() if not k.startswith("_")}
-        run_copy(src, old, data=data, vcs_ref=old_ref, settings=Settings(), defaults=True, unsafe=False, quiet=True)
+        run_copy(
+            src, old, data=data, vcs_ref=old_ref, settings=Settings(), defaults=True, unsafe=False, quiet=True
+        )
         unresolved = []
         for rel in deleted:
             base = old / rel
@@ -45,9 +47,24 @@ def follow_moves(project: Path, src: str, old_ref: str, answers: dict) -> list[s
                 continue
             with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, encoding="utf-8") as theirs:
                 theirs.write(mine)
-            merged = subprocess.run(["git", "merge-file", "-L", successor, "-L", f"{rel} (old template)",
-                                     "-L", f"{rel} (your edit)", successor, str(base), theirs.name],
-                                    cwd=project, capture_output=True, text=True)
+            merged = subprocess.run(
+                [
+                    "git",
+                    "merge-file",
+                    "-L",
+                    successor,
+                    "-L",
+                    f"{rel} (old template)",
+                    "-L",
+                    f"{rel} (your edit)",
+                    successor,
+                    str(base),
+                    theirs.name,
+                ],
+                cwd=project,
+                capture_output=True,
+                text=True,
+            )
             Path(theirs.name).unlink()
             if merged.returncode != 0:  # conflict markers are in the successor
                 unresolved.append(f"{successor} (your edit of {rel}, which moved there)")

@@ -299,6 +299,7 @@ class Progress:
         self._run = run
 
     cfg = property(lambda self: self._run.cfg)
+    state = property(lambda self: asdict(self._run.state), doc="a copy of the progress a checkpoint saves")
     step = property(lambda self: self._run.state.step)
     epoch = property(lambda self: self._run.state.epoch)
     total_steps = property(lambda self: self._run.total_steps)

@@ -38,7 +38,8 @@ def build_train_step(model: Model, optimizer: nn.Optimizer, reducer, cfg: Train,
     if cfg.amp_level == "O1":  # a rewritten copy with float16 matmuls/convolutions
         loss_net = amp.auto_mixed_precision(loss_net, "O1", dtype)
     elif cfg.amp_level == "O2":  # norms stay float32: MindSpore's list has BatchNorm and LayerNorm, not GroupNorm
-        amp.custom_mixed_precision(model.network, black_list=[*amp.get_black_list(), nn.GroupNorm], dtype=dtype)
+        amp.custom_mixed_precision(model.network, black_list=[*amp.get_black_list(), nn.GroupNorm,
+                                                               *model.float32_cells], dtype=dtype)
     elif amp_on:
         amp.auto_mixed_precision(model.network, cfg.amp_level, dtype)
     scaler = amp.DynamicLossScaler(cfg.loss_scale, 2, cfg.loss_scale_window) if amp_on else None

@@ -123,6 +123,7 @@ class Model:
     network: nn.Cell
     loss: nn.Cell
     constrain: nn.Cell | None = None
+    float32_cells: tuple[type, ...] = ()  # Cell classes amp O2 keeps in float32 besides MindSpore's norms
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ from typing import NoReturn
 
 import numpy as np
 
-from ...run.cli import DEFAULT_CONFIG, guarded
 from ...engine.errors import CheckpointError, DataError, UserError
+from ...run.cli import DEFAULT_CONFIG, guarded
 
 CLIP_MEAN, CLIP_STD = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
 TOLERANCE = 1e-4  # --verify: max |difference| relative to the largest reference value
@@ -148,9 +148,6 @@ def convert(src: str, out: str, *, config: str = DEFAULT_CONFIG, verify: bool = 
     if not out.endswith(".ckpt"):
         raise UserError(f"--out {out}: name the checkpoint *.ckpt")
     runtime.setup(load_config(config))
-    import mindspore as ms
-    from mindspore import Tensor
-
     from ...deploy import weights
     from ...engine.task import Comm
     from .task import build_model

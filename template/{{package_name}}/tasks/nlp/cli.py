@@ -37,8 +37,10 @@ def _generate(args: argparse.Namespace) -> None:
     check_settings(args.max_new_tokens, args.temperature, args.top_k)  # before the (slow) model load
     checkpoint = checkpoint_path(args)
     from ...deploy.inference import load_trained  # imports MindSpore: after the settings check
+    from .lora import merge
 
     trained = load_trained(checkpoint, args.overrides)
+    merge(trained.network)  # LoRA adapters folded into their weights: plain matmuls (none: no-op)
     text = sample(trained.network, trained.meta, trained.cfg.model.block_size, args.prompt,
                   args.max_new_tokens, args.temperature, args.top_k, args.seed, args.cache)
     print(args.prompt + text)

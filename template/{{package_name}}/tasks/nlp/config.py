@@ -31,10 +31,31 @@ class DataConfig(DataSection):
         return self
 
 
+LORA_LAYERS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head")
+
+
+class LoraConfig(Section):
+    rank: int = Field(0, ge=0)  # 0: no LoRA (every weight trains)
+    alpha: float = Field(16.0, gt=0)  # the adapters' update is scaled by alpha / rank
+    dropout: float = Field(0.0, ge=0, lt=1)  # on the adapters' input only
+    targets: list[str] = ["q_proj", "v_proj"]  # llama projections that get adapters (Hugging Face names)
+
+    @model_validator(mode="after")
+    def _known_targets(self):
+        if self.rank and not self.targets:
+            raise ValueError("model.lora.targets is empty: name the projections to adapt, e.g. [q_proj, v_proj]")
+        unknown = next((t for t in self.targets if t not in LORA_LAYERS), None)
+        if self.rank and unknown is not None:
+            raise ValueError(f"model.lora.targets: {unknown!r} matches no layer of arch llama "
+                             f"(its projections: {', '.join(LORA_LAYERS)})")
+        return self
+
+
 class ModelConfig(Section):
     # gpt: the layers below as configured; gpt2: GPT-2's own (biases, tied head), so Hugging Face
-    # GPT-2 weights import with convert_weights.py
-    arch: Literal["gpt", "gpt2"] = "gpt"
+    # GPT-2 weights import with convert_weights.py; llama: Llama/Qwen2's layout (RoPE, RMSNorm,
+    # SwiGLU, grouped-query attention), so their Hugging Face weights import
+    arch: Literal["gpt", "gpt2", "llama"] = "gpt"
     block_size: int = Field(64, gt=0)  # context length in tokens (training blocks, generation window)
     n_layer: int = Field(2, gt=0)
     n_head: int = Field(4, gt=0)
@@ -42,7 +63,12 @@ class ModelConfig(Section):
     mlp_ratio: int = Field(4, gt=0)  # hidden width of the feed-forward block = mlp_ratio * d_model
     dropout: float = Field(0.0, ge=0, lt=1)
     tie_embeddings: bool = True  # the output layer reuses the token embedding matrix
-    bias: bool = False  # bias vectors in the linear layers (false: a little faster, as good)
+    bias: bool = False  # bias vectors in the linear layers (false: a little faster, as good); llama: q/k/v only
+    d_ff: int | None = Field(None, gt=0)  # llama: MLP width (intermediate_size); null: mlp_ratio * d_model
+    n_kv_head: int | None = Field(None, gt=0)  # llama: key/value heads (grouped-query attention); null: n_head
+    rope_theta: float = Field(10000.0, gt=0)  # llama: RoPE base
+    norm_eps: float = Field(1e-6, gt=0)  # llama: RMSNorm epsilon
+    lora: LoraConfig = LoraConfig()  # llama: low-rank adapters; rank 0 = off
     # A checkpoint of this project (trained here, or made by convert_weights.py) to start from:
     # all its weights, and its tokenizer (the sizes above must be its own)
     pretrained: str | None = None
@@ -54,6 +80,17 @@ class ModelConfig(Section):
         if self.arch == "gpt2" and not (self.bias and self.tie_embeddings):
             raise ValueError("model.arch=gpt2 has biases and a tied head: set model.bias=true and "
                              "model.tie_embeddings=true (or model.arch=gpt)")
+        if self.n_kv_head and self.n_head % self.n_kv_head:
+            raise ValueError(f"model.n_head={self.n_head} must be divisible by model.n_kv_head={self.n_kv_head}")
+        if self.arch != "llama" and (self.lora.rank or self.n_kv_head or self.d_ff):
+            key = "lora.rank" if self.lora.rank else "n_kv_head" if self.n_kv_head else "d_ff"
+            raise ValueError(f"model.{key} is for model.arch=llama (this is {self.arch!r})")
+        if self.arch == "llama" and (self.d_model // self.n_head) % 2:
+            raise ValueError(f"model.arch=llama: the head width d_model / n_head = {self.d_model // self.n_head} "
+                             "must be even (RoPE rotates pairs)")
+        if self.lora.rank and self.tie_embeddings and "lm_head" in self.lora.targets:
+            raise ValueError("model.lora.targets: 'lm_head' matches no layer: the head is tied to the embedding "
+                             "(model.tie_embeddings=true)")
         return self
 
 

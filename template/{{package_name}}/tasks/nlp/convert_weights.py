@@ -1,7 +1,9 @@
-"""Import Hugging Face GPT-2 weights (``model.safetensors``) as a checkpoint of this project.
+"""Import Hugging Face GPT-2 weights (``model.safetensors``), or a Llama / Qwen2 model folder
+(``import_llama.py``: sharded, bf16), as a checkpoint of this project.
 
     python convert_weights.py gpt2-tiny/model.safetensors --out weights/gpt2-tiny.ckpt
     python generate.py --checkpoint weights/gpt2-tiny.ckpt --prompt "def "
+    python convert_weights.py TinyLlama-1.1B/ --out weights/tinyllama.ckpt --verify
 
 The sizes are read off the file (layers, width, context length, MLP width); the number of
 heads, which no tensor shows, comes from ``--n-head``, else the ``config.json`` beside the
@@ -109,13 +111,17 @@ def import_tokenizer(src: str, vocab: int, path: str | None):
 
 
 def convert(src: str, out: str, *, n_head: int | None = None, config: str = DEFAULT_CONFIG,
-            verify: bool = False, tokenizer: str | None = None) -> dict:
+            verify: bool = False, tokenizer: str | None = None, block_size: int | None = None) -> dict:
     """Read ``src``, check it, optionally verify it against transformers, write ``out``; return a summary."""
     from ...engine import runtime
     from ...tasks import load_config
+    from . import import_llama
 
     if not out.endswith(".ckpt"):
         raise UserError(f"--out {out}: name the checkpoint *.ckpt")
+    if import_llama.is_llama(src):
+        return import_llama.convert(src, out, config=config, verify_logits=verify, tokenizer=tokenizer,
+                                    block_size=block_size)
     runtime.setup(load_config(config))
     from ...deploy import weights
     from ...engine.task import Comm
@@ -169,21 +175,23 @@ def verify_against_transformers(network, tensors: dict[str, np.ndarray], m) -> f
 
 
 def main() -> NoReturn:
-    p = argparse.ArgumentParser(description="Import Hugging Face GPT-2 weights (.safetensors) "
-                                            "as a checkpoint of this project.")
-    p.add_argument("src", help="a Hugging Face GPT-2 model.safetensors")
+    p = argparse.ArgumentParser(description="Import Hugging Face GPT-2 weights (.safetensors), or a Llama/Qwen2 "
+                                            "model folder, as a checkpoint of this project.")
+    p.add_argument("src", help="a Hugging Face GPT-2 model.safetensors, or a LlamaForCausalLM/Qwen2ForCausalLM "
+                               "folder (config.json, model.safetensors or its shards, tokenizer.json)")
     p.add_argument("--out", required=True, help="the checkpoint to write (*.ckpt)")
     p.add_argument("--n-head", type=int, help="attention heads (default: config.json beside SRC, else width / 64)")
     p.add_argument("--tokenizer", help="the model's tokenizer.json (default: the one beside SRC; "
                                        "none needed for a byte-level vocabulary of 256)")
     p.add_argument("--config", default=DEFAULT_CONFIG, help="the config to record (default: %(default)s)")
+    p.add_argument("--block-size", type=int, help="llama: context length (default: the model's, at most 2048)")
     p.add_argument("--verify", action="store_true", help="compare logits with transformers' (needs torch)")
     args = p.parse_args()
 
     def run():
         s = convert(args.src, args.out, n_head=args.n_head, config=args.config, verify=args.verify,
-                    tokenizer=args.tokenizer)
+                    tokenizer=args.tokenizer, block_size=args.block_size)
         diff = f", max |logit diff| vs transformers {s['max_abs_logit_diff']:.2e}" if args.verify else ""
-        print(f"{args.src}: gpt2, {s['n_layer']} layers x {s['d_model']} -> {s['out']}{diff}")
+        print(f"{args.src}: {s['arch']}, {s['n_layer']} layers x {s['d_model']} -> {s['out']}{diff}")
 
     guarded(run)

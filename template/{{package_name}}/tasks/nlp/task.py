@@ -11,19 +11,34 @@ from ...engine import checkpoint
 from ...engine.arrays import budget, compiled
 from ...engine.errors import CheckpointError
 from ...engine.task import Comm, Data, Model, Task
+from . import lora
 from .data import Tokenizer, load_data, load_eval_data
+from .llama import FLOAT32_CELLS, Llama
 from .model import GPT, LanguageModelLoss, TokenLosses
 
 
+def gpt(vocab: int, m) -> GPT:
+    return GPT(vocab, m.block_size, m.n_layer, m.n_head, m.d_model, m.mlp_ratio, m.dropout, m.tie_embeddings, m.bias)
+
+
+def llama(vocab: int, m) -> Llama:
+    return Llama(vocab, m.block_size, m.n_layer, m.n_head, m.d_model, m.d_ff or m.mlp_ratio * m.d_model,
+                 m.n_kv_head, m.rope_theta, m.norm_eps, m.tie_embeddings, m.bias, m.lora)
+
+
+ARCHS = {"gpt": gpt, "gpt2": gpt, "llama": llama}  # model.arch -> (vocab size, model config) -> network
+
+
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
-    m = cfg.model
-    network = GPT(Tokenizer.from_meta(meta).vocab_size, m.block_size, m.n_layer, m.n_head, m.d_model,
-                  m.mlp_ratio, m.dropout, m.tie_embeddings, m.bias)
-    return Model(network=network, loss=LanguageModelLoss(network))
+    network = ARCHS[cfg.model.arch](Tokenizer.from_meta(meta).vocab_size, cfg.model)
+    if cfg.model.lora.rank:
+        lora.freeze_base(network)  # the optimizer is built from trainable_params(): the adapters alone
+    return Model(network=network, loss=LanguageModelLoss(network), float32_cells=FLOAT32_CELLS)
 
 
 # What a checkpoint's weights are shaped by: model.pretrained must agree on all of them.
-SHAPE_KEYS = ("arch", "block_size", "n_layer", "n_head", "d_model", "mlp_ratio", "tie_embeddings", "bias")
+SHAPE_KEYS = ("arch", "block_size", "n_layer", "n_head", "d_model", "mlp_ratio", "tie_embeddings", "bias",
+              "d_ff", "n_kv_head")
 
 
 def warm_start(network: nn.Cell, cfg) -> None:
@@ -34,10 +49,20 @@ def warm_start(network: nn.Cell, cfg) -> None:
         return
     params, meta = checkpoint.read(cfg.model.pretrained)
     saved = meta["config"]["model"]
+    if meta.get("adapters_only"):  # LoRA adapters alone (lora.SaveAdapters): their base first
+        if not saved.get("pretrained"):
+            raise CheckpointError(f"model.pretrained={cfg.model.pretrained} holds LoRA adapters only and names no "
+                                  "base checkpoint (its model.pretrained is null)")
+        params = {**checkpoint.read(saved["pretrained"])[0], **params}
+    if not cfg.model.lora.rank and any(lora.is_adapter(name) for name in params):
+        raise CheckpointError(f"model.pretrained={cfg.model.pretrained} has LoRA adapters: set model.lora as it "
+                              f"was trained (rank {saved.get('lora', {}).get('rank')})")
     for key in SHAPE_KEYS:
         if saved.get(key) != getattr(cfg.model, key):
             raise CheckpointError(f"model.pretrained={cfg.model.pretrained} has model.{key}={saved.get(key)!r}, "
                                   f"this config {getattr(cfg.model, key)!r}: set model.{key}={saved.get(key)}")
+    if cfg.model.lora.rank:  # adapters start fresh (B = 0: the base model exactly) unless the file has them
+        params = {**{p.name: p for p in network.get_parameters() if lora.is_adapter(p.name)}, **params}
     try:
         checkpoint.restore(params, network)
     except CheckpointError as exc:
@@ -74,6 +99,7 @@ def exports(network: nn.Cell, meta: dict, cfg) -> dict:
     """The LM with a fixed sequence length of ``model.block_size`` (the batch axis stays dynamic):
     tokens (B, block_size) int32 -> logits (B, block_size, vocab). Shorter contexts: pad on the
     right and read the logits at the last real position (causal attention ignores the padding)."""
+    lora.merge(network)  # the graph runs W + BA alpha / rank as one matrix
     vocab = Tokenizer.from_meta(meta).vocab_size
     sample = np.random.default_rng(0).integers(0, vocab, size=(1, cfg.model.block_size), dtype=np.int32)
     return {"lm": (network, (Tensor(sample),))}
@@ -81,7 +107,8 @@ def exports(network: nn.Cell, meta: dict, cfg) -> dict:
 
 def deploy_meta(meta: dict, cfg) -> dict:
     """The tokenizer is all a deployed LM needs (the unigram counts only serve evaluation)."""
-    return {"tokenizer": meta["tokenizer"], "block_size": cfg.model.block_size}
+    extra = {key: meta[key] for key in ("chat_template", "special_tokens") if meta.get(key)}  # imported llama
+    return {"tokenizer": meta["tokenizer"], "block_size": cfg.model.block_size, **extra}
 
 
 TASK = Task(name="nlp", load_data=load_data, build_model=build_model, evaluate=evaluate,

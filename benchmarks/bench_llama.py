@@ -1,0 +1,241 @@
+"""A ~100 M-parameter Llama-layout LM: full fine-tuning vs LoRA (rank 8 on q/v) vs PyTorch eager.
+
+    python benchmarks/bench_llama.py [--steps 4]
+
+Generates an nlp project from this checkout's working tree, builds a random ``model.arch:
+llama`` network of 12 layers x 768 (12 heads, 4 key/value heads, MLP 2048, vocabulary 32,000,
+tied head: ~100 M parameters) and times its optimizer step (AdamW, batch 2 x 128 tokens)
+with the project's own jit step, each case in a fresh process so peak RSS is its own: full
+fine-tuning, LoRA rank 8 on q_proj/v_proj, and transformers' ``LlamaForCausalLM`` of the same
+shapes in PyTorch eager (full fine-tuning, torch.optim.AdamW). Also: optimizer-state bytes,
+and tokens/s of cached generation (``generate.CachedDecoder``). Not a test: it prints figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SHAPE = {
+    "n_layer": 12,
+    "d_model": 768,
+    "n_head": 12,
+    "n_kv_head": 4,
+    "d_ff": 2048,
+    "vocab": 32000,
+    "block_size": 128,
+    "batch": 2,
+}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def mindspore_case(project: Path, lora: bool, steps: int) -> dict:
+    sys.path.insert(0, str(project))
+    import mindspore as ms
+    import numpy as np
+    from nlp.engine import distributed, runtime
+    from nlp.engine.config import load_config
+    from nlp.engine.optim import build_optimizer, lr_schedule
+    from nlp.engine.step import build_train_step
+    from nlp.engine.task import Comm, Model
+    from nlp.tasks.nlp import lora as adapters
+    from nlp.tasks.nlp.generate import CachedDecoder
+    from nlp.tasks.nlp.llama import FLOAT32_CELLS
+    from nlp.tasks.nlp.model import LanguageModelLoss
+    from nlp.tasks.nlp.task import ARCHS
+
+    s = SHAPE
+    sets = [
+        "model.arch=llama",
+        f"model.n_layer={s['n_layer']}",
+        f"model.d_model={s['d_model']}",
+        f"model.n_head={s['n_head']}",
+        f"model.n_kv_head={s['n_kv_head']}",
+        f"model.d_ff={s['d_ff']}",
+        f"model.block_size={s['block_size']}",
+        "model.tie_embeddings=true",
+        f"train.batch_size={s['batch']}",
+        "output.plot=false",
+    ]
+    if lora:
+        sets.append("model.lora.rank=8")
+    cfg = load_config(str(project / "config" / "config.yaml"), sets)
+    runtime.setup(cfg)
+    network = ARCHS["llama"](s["vocab"], cfg.model)  # as build_model, without a 32,000-token tokenizer
+    if lora:
+        adapters.freeze_base(network)
+    model = Model(network=network, loss=LanguageModelLoss(network), float32_cells=FLOAT32_CELLS)
+    params = sum(p.size for p in model.network.get_parameters())
+    optimizer = build_optimizer(
+        cfg.optim, model.network.trainable_params(), lr_schedule(cfg.optim, steps + 2)
+    )
+    step = build_train_step(
+        model, optimizer, distributed.grad_reducer(optimizer.parameters, Comm()), cfg.train
+    )
+    own = {id(p) for p in model.network.get_parameters()}
+    state_bytes = sum(
+        p.nbytes for p in optimizer.get_parameters() if id(p) not in own and p.name != "learning_rate"
+    )
+    tokens = (
+        np.random.default_rng(0).integers(0, s["vocab"], (s["batch"], s["block_size"] + 1)).astype(np.int32)
+    )
+    batch = (ms.Tensor(tokens),)
+    start = time.perf_counter()
+    step(batch, apply=True)[1].asnumpy()
+    compile_s = time.perf_counter() - start
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step(batch, apply=True)[1].asnumpy()
+        times.append(time.perf_counter() - start)
+    result = {
+        "params": params,
+        "trainable": sum(p.size for p in optimizer.parameters),
+        "optimizer_state_mb": state_bytes / 2**20,
+        "ms_per_step": 1000 * sorted(times)[len(times) // 2],
+        "compile_s": compile_s,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+    if not lora:  # cached generation: 64 new tokens after an 8-token prompt
+        model.network.set_train(False)
+        decode, ids = CachedDecoder(model.network, s["block_size"]), tokens[0, :8].tolist()
+        decode(ids)
+        ids.append(1)
+        decode(ids)  # both graphs compiled
+        start = time.perf_counter()
+        for _ in range(64):
+            ids.append(int(decode(ids).argmax()))
+        result["cached_tokens_per_s"] = 64 / (time.perf_counter() - start)
+    return result
+
+
+def torch_case(steps: int) -> dict:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    s = SHAPE
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=s["vocab"],
+        hidden_size=s["d_model"],
+        intermediate_size=s["d_ff"],
+        num_hidden_layers=s["n_layer"],
+        num_attention_heads=s["n_head"],
+        num_key_value_heads=s["n_kv_head"],
+        max_position_embeddings=s["block_size"],
+        tie_word_embeddings=True,
+    )
+    model = LlamaForCausalLM(config).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    tokens = torch.randint(0, s["vocab"], (s["batch"], s["block_size"] + 1))
+
+    def step():
+        loss = model(tokens[:, :-1], labels=None).logits.flatten(0, 1)
+        loss = torch.nn.functional.cross_entropy(loss, tokens[:, 1:].flatten())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    step()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    state = sum(
+        t.numel() * t.element_size()
+        for st in optimizer.state.values()
+        for t in st.values()
+        if torch.is_tensor(t)
+    )
+    return {
+        "params": sum(p.numel() for p in model.parameters()),
+        "optimizer_state_mb": state / 2**20,
+        "ms_per_step": 1000 * sorted(times)[len(times) // 2],
+        "peak_rss_mb": peak_rss_mb(),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--case", choices=["full", "lora", "torch"], help=argparse.SUPPRESS)
+    p.add_argument("--project", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.case:  # a worker process: one case, its figures as JSON on the last line
+        result = (
+            torch_case(args.steps)
+            if args.case == "torch"
+            else mindspore_case(Path(args.project), args.case == "lora", args.steps)
+        )
+        print(json.dumps(result))
+        return
+    print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores; shapes {SHAPE}")
+    with tempfile.TemporaryDirectory() as tmp:
+        sys.path.insert(0, str(ROOT / "tests"))
+        from helpers import generate
+
+        project = generate(Path(tmp), "nlp", name="nlp", git=False)
+        results = {}
+        for case in ("full", "lora", "torch"):
+            run = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--case",
+                    case,
+                    "--project",
+                    str(project),
+                    "--steps",
+                    str(args.steps),
+                ],
+                capture_output=True,
+                text=True,
+                cwd=project,
+            )
+            lines = run.stdout.strip().splitlines()
+            results[case] = (
+                json.loads(lines[-1]) if run.returncode == 0 and lines else {"error": run.stderr[-300:]}
+            )
+    torch_ms = results["torch"].get("ms_per_step", float("nan"))
+    print(
+        f"{'':<28}{'params':>8}{'trainable':>11}{'opt state':>11}{'ms/step':>9}{'peak RSS':>10}"
+        f"{'torch/ours':>11}"
+    )
+    names = {
+        "full": "MindSpore full fine-tune",
+        "lora": "MindSpore LoRA r8 q,v",
+        "torch": "PyTorch eager full",
+    }
+    for case, r in results.items():
+        if "error" in r:
+            print(f"{names[case]:<28}{r['error']}")
+            continue
+        print(
+            f"{names[case]:<28}{r['params'] / 1e6:>7.1f}M{r.get('trainable', r['params']) / 1e6:>10.2f}M"
+            f"{r['optimizer_state_mb']:>9.0f}MB{r['ms_per_step']:>9.0f}{r['peak_rss_mb']:>8.0f}MB"
+            f"{torch_ms / r['ms_per_step']:>11.2f}"
+        )
+    full = results["full"]
+    if "cached_tokens_per_s" in full:
+        print(
+            f"cached generation (MindSpore, batch 1, window {SHAPE['block_size']}): "
+            f"{full['cached_tokens_per_s']:.1f} tokens/s; first jit step {full['compile_s']:.0f} s"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""Import a Hugging Face ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` folder (what
+``save_pretrained`` writes: ``config.json``, ``model.safetensors`` or shards with
+``model.safetensors.index.json``, ``tokenizer.json``) as a ``model.arch: llama`` checkpoint.
+
+    python convert_weights.py Qwen2.5-0.5B/ --out weights/qwen.ckpt --verify
+    python generate.py --checkpoint weights/qwen.ckpt --prompt "def fib(n):"
+
+The sizes come from ``config.json``; the network is built first and filled shard by shard,
+tensor by tensor (``shards.py``): our parameter names are Hugging Face's, so the mapping is
+the identity. The tokenizer (``tokenizer.json``, its vocabulary as large as the embedding)
+travels in the checkpoint, with the chat template and the special tokens of
+``tokenizer_config.json`` (``meta['chat_template']``, ``meta['special_tokens']``).
+Anything else (another architecture, RoPE scaling, a sliding window, a missing shard, a
+tensor missing, unexpected or of the wrong shape) is one line, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ...engine.errors import CheckpointError, UserError
+from . import shards
+
+ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
+MAX_BLOCK = 2048  # default context when config.json allows more (the mask is block_size^2)
+
+
+def folder_of(src: str) -> Path:
+    path = Path(src)
+    return path if path.is_dir() else path.parent
+
+
+def is_llama(src: str) -> bool:
+    """Whether ``src`` is a model folder, its index, or a file whose config.json names a Llama-family model."""
+    path = Path(src)
+    if path.is_dir() or path.name == shards.INDEX:
+        return True
+    try:
+        architectures = json.loads((path.parent / "config.json").read_text(encoding="utf-8")).get("architectures")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return bool(set(architectures or ()) & set(ARCHITECTURES))
+
+
+def read_config(folder: Path) -> dict:
+    path = folder / "config.json"
+    if not path.is_file():
+        raise CheckpointError(f"no config.json in {folder}: a Llama-family import needs it (heads, RoPE base...)")
+    config = json.loads(path.read_text(encoding="utf-8"))
+    arch = (config.get("architectures") or ["(none)"])[0]
+    if arch not in ARCHITECTURES:
+        raise CheckpointError(f"config.json: architecture {arch} is not one of {', '.join(ARCHITECTURES)}")
+    return config
+
+
+def overrides(config: dict, block_size: int | None) -> list[str]:
+    """Config overrides for the model in config.json; refuses what ``llama.py`` does not compute."""
+    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    heads, width = config["num_attention_heads"], config["hidden_size"]
+    unsupported = [
+        (rope.get("rope_type", rope.get("type", "default")) != "default", f"rope_type {rope.get('rope_type')!r}"),
+        (config.get("head_dim", width // heads) != width // heads, "head_dim != hidden_size / num_attention_heads"),
+        (config.get("attention_bias") or config.get("mlp_bias"), "attention_bias/mlp_bias (an o_proj or MLP bias)"),
+        (config.get("use_sliding_window"), "use_sliding_window"),
+        (config.get("hidden_act", "silu") != "silu", f"hidden_act {config.get('hidden_act')!r}"),
+    ]
+    reason = next((why for bad, why in unsupported if bad), None)
+    if reason:
+        raise CheckpointError(f"config.json: {reason} is not supported by model.arch=llama")
+    theta = rope.get("rope_theta", config.get("rope_theta", 10000.0))
+    block = block_size or min(config.get("max_position_embeddings", MAX_BLOCK), MAX_BLOCK)
+    qwen = config["architectures"][0] == "Qwen2ForCausalLM"  # Qwen2: biases on q/k/v
+    return ["model.arch=llama", "model.dropout=0.0", "model.lora.rank=0", f"model.block_size={block}",
+            f"model.n_layer={config['num_hidden_layers']}", f"model.d_model={width}", f"model.n_head={heads}",
+            f"model.n_kv_head={config.get('num_key_value_heads') or heads}",
+            f"model.d_ff={config['intermediate_size']}", f"model.rope_theta={float(theta)}",
+            f"model.norm_eps={float(config.get('rms_norm_eps', 1e-6))}", f"model.bias={str(qwen).lower()}",
+            f"model.tie_embeddings={str(bool(config.get('tie_word_embeddings', False))).lower()}"]
+
+
+def tokenizer_meta(folder: Path, vocab: int, path: str | None) -> dict:
+    """The checkpoint's tokenizer meta: tokenizer.json (exactly ``vocab`` tokens), chat template, special tokens."""
+    from .tokenizer import Tokenizer
+
+    path = path or str(folder / "tokenizer.json")
+    if not Path(path).is_file():
+        raise CheckpointError(f"no tokenizer.json in {folder}: give the model's with --tokenizer")
+    tokenizer = Tokenizer.from_file(path, key="--tokenizer")
+    if tokenizer.vocab_size != vocab:
+        raise CheckpointError(f"--tokenizer {path}: a vocabulary of {tokenizer.vocab_size} tokens, but the "
+                              f"model's embedding (model.embed_tokens.weight) has {vocab} rows")
+    settings = folder / "tokenizer_config.json"
+    settings = json.loads(settings.read_text(encoding="utf-8")) if settings.is_file() else {}
+    template = folder / "chat_template.jinja"  # transformers 5 writes it beside tokenizer_config.json
+    chat = template.read_text(encoding="utf-8") if template.is_file() else settings.get("chat_template")
+    special = {k: settings[k] for k in ("bos_token", "eos_token", "pad_token") if isinstance(settings.get(k), str)}
+    return {"tokenizer": tokenizer.to_meta(), "chat_template": chat, "special_tokens": special,
+            "unigram_counts": [0] * vocab}  # unknown: generate.py starts uniform
+
+
+def fill(network, folder: Path, tied: bool) -> None:
+    """Copy every tensor of the checkpoint's files into ``network``, one tensor at a time."""
+    import mindspore as ms
+
+    params = dict(network.parameters_and_names())
+    filled: set[str] = set()
+    for file in shards.shard_files(folder):
+        for name, value in shards.tensors(file):
+            if name.endswith("rotary_emb.inv_freq") or (tied and name == "lm_head.weight"):
+                continue  # recomputed / the embedding itself
+            param = params.get(name)
+            if param is None:
+                raise CheckpointError(f"{file.name}: unexpected tensor {name!r} {tuple(value.shape)}")
+            if tuple(value.shape) != tuple(param.shape):
+                raise CheckpointError(f"{file.name}: tensor {name!r} has shape {tuple(value.shape)}; "
+                                      f"the model in config.json needs {tuple(param.shape)}")
+            param.set_data(ms.Tensor(value, param.dtype))
+            filled.add(name)
+    missing = next((name for name in params if name not in filled), None)
+    if missing is not None:
+        raise CheckpointError(f"missing tensor {missing!r}")
+
+
+def convert(src: str, out: str, *, config: str, verify_logits: bool, tokenizer: str | None,
+            block_size: int | None) -> dict:
+    """The Llama-family branch of ``convert_weights.convert``."""
+    from ...engine import runtime, weights
+    from ...engine.task import Comm
+    from ...tasks import load_config
+    from .task import build_model
+
+    folder = folder_of(src)
+    try:
+        hf = read_config(folder)
+        meta = tokenizer_meta(folder, hf["vocab_size"], tokenizer)
+        cfg = load_config(config, [*overrides(hf, block_size), "data.tokenizer=bpe"])
+        runtime.setup(cfg)
+        network = build_model(cfg, meta, Comm()).network
+        fill(network, folder, cfg.model.tie_embeddings)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{src}: {exc}") from None
+    network.set_train(False)
+    summary = {"arch": hf["architectures"][0], "n_layer": cfg.model.n_layer, "d_model": cfg.model.d_model,
+               "out": out}
+    if verify_logits:
+        diff, scale = verify(network, folder, cfg.model)
+        if diff > 1e-4 * scale:
+            raise CheckpointError(f"--verify: logits differ from transformers' by up to {diff:.3g}; "
+                                  "nothing was written")
+        summary["max_abs_logit_diff"] = diff
+    files = shards.shard_files(folder)
+    weights.save_imported(out, network, cfg, meta, {"files": [f.name for f in files],
+                                                    "sha256": [weights.sha256(f) for f in files]})
+    return summary
+
+
+def verify(network, folder: Path, m) -> tuple[float, float]:
+    """Max |logit difference| between ``network`` and transformers' own model of ``folder``,
+    and the largest |logit| of the reference."""
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM
+        from transformers.utils import logging
+    except ImportError:
+        raise UserError("--verify needs PyTorch and transformers (pip install torch transformers); "
+                        "nothing was written") from None
+    from mindspore import Tensor
+
+    logging.disable_progress_bar()
+    reference = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    vocab = reference.config.vocab_size
+    tokens = np.random.default_rng(0).integers(0, vocab, (2, min(m.block_size, 64))).astype(np.int32)
+    with torch.no_grad():
+        expected = reference(torch.from_numpy(tokens).long()).logits.numpy()
+    return float(np.abs(network(Tensor(tokens)).asnumpy() - expected).max()), float(np.abs(expected).max())

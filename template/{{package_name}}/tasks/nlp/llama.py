@@ -1,0 +1,229 @@
+"""A Llama-family decoder (Llama 2/3, TinyLlama, Qwen2/Qwen2.5) in Hugging Face's layout.
+
+Token embedding, pre-RMSNorm blocks of grouped-query attention with rotary position
+embeddings (RoPE) and a SwiGLU MLP, a final RMSNorm and a head over the vocabulary (its own
+matrix, or tied to the embedding). The parameters are named as ``LlamaForCausalLM`` /
+``Qwen2ForCausalLM`` name theirs (``model.layers.0.self_attn.q_proj.weight``...), so
+importing their weights (``convert_weights.py``) is a name-for-name copy.
+
+- Grouped-query attention: ``n_kv_head`` key/value heads, each shared by ``n_head / n_kv_head``
+  query heads. The queries are kept as (B, KV, G, T, D) and the keys as (B, KV, 1, D, T): the
+  score matmul broadcasts over the group axis, so keys and values are never repeated.
+- ``bias``: biases on q/k/v only, as Qwen2 has them (o_proj and the MLP never have one).
+- Mixed precision: RMSNorm and the attention softmax compute in float32 (``FLOAT32_CELLS``
+  stay float32 under O2 as well); the network's output is float32.
+- LoRA (``model.lora``): the projections named in its ``targets`` are ``lora.LoRADense``.
+
+``prefill`` / ``step`` are the forward pass split for incremental decoding with a key/value
+cache per layer, with the signatures ``generate.py`` uses for every arch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mindspore as ms
+import numpy as np
+from mindspore import Parameter, Tensor, nn, ops
+from mindspore.common.initializer import Normal, initializer
+
+from .lora import LoRADense
+
+
+class RMSNorm(nn.Cell):
+    """x / rms(x) * weight, computed in float32 (as Hugging Face's ``LlamaRMSNorm``)."""
+
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = Parameter(initializer("ones", (dim,)), name="weight")
+        self.eps = eps
+
+    def construct(self, x):
+        dtype = x.dtype
+        x = x.astype(ms.float32)
+        x = x * ops.rsqrt((x * x).mean(-1, keep_dims=True) + self.eps)
+        return self.weight * x.astype(dtype)
+
+
+class Softmax32(nn.Cell):
+    """Softmax over the last axis in float32, whatever the scores' dtype."""
+
+    def construct(self, scores):
+        return ops.softmax(scores.astype(ms.float32), axis=-1).astype(scores.dtype)
+
+
+FLOAT32_CELLS = (RMSNorm, Softmax32)  # kept float32 under amp O2 (engine/step.py's black list)
+
+
+def rope_tables(block_size: int, d_head: int, theta: float) -> tuple[Tensor, Tensor]:
+    """cos and sin (block_size, d_head) of Hugging Face's default RoPE: frequency i of the
+    first half repeated in the second half (the ``rotate_half`` convention)."""
+    inv_freq = 1.0 / theta ** (np.arange(0, d_head, 2, dtype=np.float64) / d_head)  # (D/2,)
+    angles = np.outer(np.arange(block_size, dtype=np.float64), inv_freq)  # (T, D/2)
+    angles = np.concatenate([angles, angles], axis=-1)  # (T, D)
+    return Tensor(np.cos(angles).astype(np.float32)), Tensor(np.sin(angles).astype(np.float32))
+
+
+def rotate(x, cos, sin):  # x (..., T, D), cos/sin (T, D): RoPE
+    x1, x2 = ops.split(x, x.shape[-1] // 2, axis=-1)
+    return x * cos.astype(x.dtype) + ops.cat((-x2, x1), axis=-1) * sin.astype(x.dtype)
+
+
+def linear(d_in: int, d_out: int, bias: bool, name: str, lora) -> nn.Dense:
+    """``nn.Dense`` (weight (out, in)), or a ``LoRADense`` when ``name`` is a LoRA target."""
+    if lora is not None and lora.rank > 0 and name in lora.targets:
+        return LoRADense(d_in, d_out, bias, lora.rank, lora.alpha, lora.dropout)
+    return nn.Dense(d_in, d_out, weight_init=Normal(0.02), has_bias=bias, bias_init="zeros")
+
+
+class LlamaAttention(nn.Cell):
+    def __init__(self, d_model: int, n_head: int, n_kv_head: int, block_size: int, bias: bool, lora=None):
+        super().__init__()
+        self.n_kv, self.groups, self.d_head = n_kv_head, n_head // n_kv_head, d_model // n_head
+        self.scale = 1.0 / math.sqrt(self.d_head)
+        kv_width = n_kv_head * self.d_head
+        self.q_proj = linear(d_model, d_model, bias, "q_proj", lora)
+        self.k_proj = linear(d_model, kv_width, bias, "k_proj", lora)
+        self.v_proj = linear(d_model, kv_width, bias, "v_proj", lora)
+        self.o_proj = linear(d_model, d_model, False, "o_proj", lora)
+        self.softmax = Softmax32()
+        self.future = Tensor(np.triu(np.ones((block_size, block_size), dtype=bool), k=1))  # True: may not look
+
+    def heads(self, x, cos, sin):
+        """(B, T, C) -> q (B, KV, G, T, D), k (B, KV, 1, D, T): transposed, v (B, KV, 1, T, D); rotated."""
+        b, t, _ = x.shape
+        q = self.q_proj(x).reshape(b, t, self.n_kv, self.groups, self.d_head).transpose(0, 2, 3, 1, 4)
+        k = self.k_proj(x).reshape(b, t, self.n_kv, 1, self.d_head).transpose(0, 2, 3, 1, 4)
+        v = self.v_proj(x).reshape(b, t, self.n_kv, 1, self.d_head).transpose(0, 2, 3, 1, 4)
+        return rotate(q, cos, sin), rotate(k, cos, sin).swapaxes(-1, -2), v
+
+    def attend(self, q, k, v, hidden):  # hidden: True where a query may not look (broadcasts)
+        scores = ops.matmul(q, k) * self.scale  # (B, KV, G, Tq, Tk): broadcast over G
+        weights = self.softmax(ops.masked_fill(scores, hidden, float("-inf")))
+        b, _, _, t, _ = q.shape
+        y = ops.matmul(weights, v).transpose(0, 3, 1, 2, 4).reshape(b, t, -1)  # (B, T, H * D)
+        return self.o_proj(y)
+
+    def construct(self, x, cos, sin):  # (B, T, C) -> (B, T, C)
+        return self.prefill(x, cos, sin)[0]
+
+    def prefill(self, x, cos, sin):  # -> output (B, T, C) and this layer's keys and values
+        q, k, v = self.heads(x, cos, sin)
+        t = x.shape[1]
+        return self.attend(q, k, v, self.future[:t, :t]), k, v
+
+    def step(self, x, cos, sin, k_cache, v_cache, slot, hidden):
+        """x (B, 1, C) at position ``pos`` (``slot``: the one-hot (T,) mask of it; cos/sin (1, D))."""
+        q, k, v = self.heads(x, cos, sin)  # k (B, KV, 1, D, 1), v (B, KV, 1, 1, D)
+        k_cache = ops.where(slot, k, k_cache)  # (B, KV, 1, D, T)
+        v_cache = ops.where(slot.reshape(-1, 1), v, v_cache)  # (B, KV, 1, T, D)
+        return self.attend(q, k_cache, v_cache, hidden), k_cache, v_cache
+
+
+class LlamaMLP(nn.Cell):
+    """SwiGLU: down(silu(gate(x)) * up(x)); SiLU from elementwise ops (cheaper kernels on CPU)."""
+
+    def __init__(self, d_model: int, d_ff: int, lora=None):
+        super().__init__()
+        self.gate_proj = linear(d_model, d_ff, False, "gate_proj", lora)
+        self.up_proj = linear(d_model, d_ff, False, "up_proj", lora)
+        self.down_proj = linear(d_ff, d_model, False, "down_proj", lora)
+
+    def construct(self, x):
+        gate = self.gate_proj(x)
+        return self.down_proj(gate * ops.sigmoid(gate) * self.up_proj(x))
+
+
+class LlamaDecoderLayer(nn.Cell):
+    """x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, d_model, n_head, n_kv_head, d_ff, block_size, bias, eps, lora=None):
+        super().__init__()
+        self.input_layernorm = RMSNorm(d_model, eps)
+        self.self_attn = LlamaAttention(d_model, n_head, n_kv_head, block_size, bias, lora)
+        self.post_attention_layernorm = RMSNorm(d_model, eps)
+        self.mlp = LlamaMLP(d_model, d_ff, lora)
+
+    def prefill(self, x, cos, sin):
+        y, k, v = self.self_attn.prefill(self.input_layernorm(x), cos, sin)
+        x = x + y
+        return x + self.mlp(self.post_attention_layernorm(x)), k, v
+
+    def construct(self, x, cos, sin):
+        return self.prefill(x, cos, sin)[0]
+
+    def step(self, x, cos, sin, k_cache, v_cache, slot, hidden):
+        y, k_cache, v_cache = self.self_attn.step(self.input_layernorm(x), cos, sin, k_cache, v_cache, slot, hidden)
+        x = x + y
+        return x + self.mlp(self.post_attention_layernorm(x)), k_cache, v_cache
+
+
+class Embedding(nn.Cell):
+    """A lookup table named ``weight``, as Hugging Face's ``embed_tokens``."""
+
+    def __init__(self, vocab_size: int, d_model: int):
+        super().__init__()
+        self.weight = Parameter(initializer(Normal(0.02), (vocab_size, d_model)), name="weight")
+
+    def construct(self, tokens):  # (B, T) int32 -> (B, T, C)
+        return ops.gather(self.weight, tokens, 0)
+
+
+class LlamaModel(nn.Cell):
+    def __init__(self, vocab_size, d_model, n_layer, n_head, n_kv_head, d_ff, block_size, bias, eps, lora=None):
+        super().__init__()
+        self.embed_tokens = Embedding(vocab_size, d_model)
+        self.layers = nn.CellList([LlamaDecoderLayer(d_model, n_head, n_kv_head, d_ff, block_size, bias, eps, lora)
+                                   for _ in range(n_layer)])
+        self.norm = RMSNorm(d_model, eps)
+
+
+class Llama(nn.Cell):
+    """``LlamaForCausalLM``: tokens (B, T) int32, T <= block_size -> logits (B, T, vocab) float32."""
+
+    def __init__(self, vocab_size: int, block_size: int, n_layer: int, n_head: int, d_model: int, d_ff: int,
+                 n_kv_head: int | None = None, rope_theta: float = 10000.0, norm_eps: float = 1e-6,
+                 tie_embeddings: bool = False, bias: bool = False, lora=None):
+        super().__init__()
+        n_kv_head = n_kv_head or n_head
+        self.model = LlamaModel(vocab_size, d_model, n_layer, n_head, n_kv_head, d_ff, block_size, bias,
+                                norm_eps, lora)
+        self.tied, self.block_size = tie_embeddings, block_size
+        self.cos, self.sin = rope_tables(block_size, d_model // n_head, rope_theta)
+        self.matmul_transposed = ops.MatMul(transpose_b=True)
+        self.lm_head = nn.Identity() if tie_embeddings else linear(d_model, vocab_size, False, "lm_head", lora)
+
+    def construct(self, tokens):
+        return self.prefill(tokens)[0]
+
+    def logits(self, x):  # (B, T, C) -> (B, T, vocab) float32
+        x = self.model.norm(x)
+        if not self.tied:
+            return self.lm_head(x).astype(ms.float32)
+        b, t, c = x.shape  # one 2-D product with transpose_b (see model.GPT.logits)
+        table = self.model.embed_tokens.weight.astype(x.dtype)
+        return self.matmul_transposed(x.reshape(b * t, c), table).reshape(b, t, -1).astype(ms.float32)
+
+    def prefill(self, tokens):  # (B, T) -> logits, keys (B, KV, 1, D, T) and values (B, KV, 1, T, D) per layer
+        t = tokens.shape[1]
+        cos, sin = self.cos[:t], self.sin[:t]
+        x = self.model.embed_tokens(tokens)
+        keys, values = (), ()
+        for layer in self.model.layers:
+            x, k, v = layer.prefill(x, cos, sin)
+            keys += (k,)
+            values += (v,)
+        return self.logits(x), keys, values
+
+    def step(self, token, pos, keys, values):  # token (B, 1) int32 at position pos ((1,) int32)
+        """Logits (B, 1, vocab) of the next token and the caches with position ``pos`` filled in."""
+        positions = ops.arange(self.block_size, dtype=ms.int32)
+        slot, hidden = positions == pos, positions > pos  # (T,) each
+        cos, sin = ops.gather(self.cos, pos, 0), ops.gather(self.sin, pos, 0)  # (1, D)
+        x = self.model.embed_tokens(token)  # (B, 1, C)
+        new_keys, new_values = (), ()
+        for i, layer in enumerate(self.model.layers):
+            x, k_cache, v_cache = layer.step(x, cos, sin, keys[i], values[i], slot, hidden)
+            new_keys += (k_cache,)
+            new_values += (v_cache,)
+        return self.logits(x), new_keys, new_values
