@@ -14,7 +14,7 @@ from typing import Any
 from mindspore import nn
 
 from ..tasks import get_task
-from . import checkpoint, distributed, manifest, pipeline, runtime
+from . import checkpoint, distributed, ema, manifest, pipeline, runtime
 from .callbacks import Callback, build_callbacks
 from .console import Console
 from .data import Batches
@@ -74,6 +74,7 @@ class Trainer:
         model = task.build_model(cfg, self.data.meta, self.comm)
         distributed.copy_from_rank_0(model.network, self.comm)
         self.network = model.network
+        self.ema = ema.build(self.network, cfg.train.ema)  # EMA hook: the average of the weights, or nothing
         self.schedule = lr_schedule(cfg.optim, self.total_steps)
         self.optimizer = build_optimizer(cfg.optim, self.network.trainable_params(), self.schedule)
         reducer = distributed.grad_reducer(self.optimizer.parameters, self.comm)
@@ -149,6 +150,7 @@ class Trainer:
             loss, finite = self.step_fn(next(batches), apply=micro_step == k - 1)
             finite = bool(finite.asnumpy())  # read every step: keeps the host in step (see step.py)
             self.losses.append(loss)
+        self.ema.update()  # EMA hook
         self.state.batch += k
         self.state.step += 1
         self.state.skipped_steps += not finite
@@ -167,7 +169,8 @@ class Trainer:
     def evaluate(self) -> dict[str, float]:
         distributed.average_running_stats(self.network, self.comm)  # every rank scores one model
         self.network.set_train(False)
-        metrics = self.task.evaluate(self.network, self.data, self.cfg)
+        with self.ema.applied():  # EMA hook: the average is what is evaluated
+            metrics = self.task.evaluate(self.network, self.data, self.cfg)
         self.network.set_train(True)
         value, best = metrics[self.monitor], self.state.best
         better = best is None or (value > best if self.task.mode == "max" else value < best)
@@ -188,7 +191,9 @@ class Trainer:
             return
         meta = {"format": 1, "state": asdict(self.state), "config": self.cfg.to_dict(), "task_meta": self.data.meta,
                 "template_commit": template_version(), "saved": datetime.now().isoformat(timespec="seconds")}
-        checkpoint.save(self.run_dir / name, [self.network, self.optimizer, self.step_fn.scaler], meta)
+        with self.ema.applied():  # EMA hook: the network's names hold the average, ema.* the weights
+            checkpoint.save(self.run_dir / name, [self.network, self.optimizer, self.step_fn.scaler,
+                                                  *self.ema.holders], meta)
 
     def _keep_step_checkpoint(self) -> None:
         """``train.keep_last``: a copy of this save as ``step-<N>.ckpt``; older copies beyond N go."""
@@ -214,7 +219,8 @@ class Trainer:
     def _resume(self, path: Path) -> Path:
         params, meta = checkpoint.read(path)
         check_same_run(self.cfg, meta.get("config", {}), path)
-        checkpoint.restore(params, self.network, self.optimizer, self.step_fn.scaler)
+        checkpoint.restore(params, self.network, self.optimizer, self.step_fn.scaler, *self.ema.holders)
+        self.ema.restored()  # EMA hook: the training weights back into the network
         self.state = State(**meta["state"])
         if continues_in_place(path):
             if self.comm.is_main:
