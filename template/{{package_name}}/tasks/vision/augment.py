@@ -68,7 +68,7 @@ class Recipe:
 
     @property
     def geometric(self) -> bool:
-        return self.crop or self.auto_augment != "none" or self.base != self.size
+        return self.crop or self.flip or self.auto_augment != "none" or self.base != self.size
 
     @property
     def colour(self) -> bool:
