@@ -1,21 +1,25 @@
-"""Train-time augmentation: every random number drawn on the host, every pixel op on the device.
+"""Train-time augmentation: every random number drawn on the host, the pixel ops on the device.
 
-Why this split: a Python op per image in ``mindspore.dataset`` holds the GIL, so an augmented
-input pipeline stopped scaling with ``data.workers`` (0.92x from 1 to 2 workers). Here the
-pipeline runs only MindSpore's C++ ops (decode, shorter side to ``base``, centre square), and
-``Recipe.draw`` turns (seed, epoch, image) into one float32 row of ``PARAMS`` numbers: a column of
-the batch. ``Augment`` applies a whole batch's rows at once, inside the compiled train step:
+A Python op per image in ``mindspore.dataset`` holds the GIL, so an augmented input pipeline
+stops scaling with ``data.workers``. Here the pipeline runs MindSpore's C++ ops only (decode,
+shorter side to ``base``, centre square), and ``Recipe.draw`` turns (seed, epoch, image) into
+one float32 row of ``PARAMS`` numbers, a column of the batch; ``Augment`` applies a whole
+batch's rows at once, inside the compiled train step:
 
-1. one affine resampling (``grid_sample``) composing the random resized crop, the flip and the
-   geometric ops of RandAugment / TrivialAugment (shear, translate, rotate; black fill, as
-   torchvision's default);
+1. one affine resampling (``grid_sample``) composing the random resized crop (from the centre
+   square), the flip and the geometric ops of RandAugment / TrivialAugment (shear, translate,
+   rotate; black fill, as torchvision's default);
 2. colour ops in a fixed order: brightness, saturation, contrast (RandAugment's and
    ``color_jitter``'s factors multiply: each op composes with itself exactly), sharpness,
    posterize, solarize, autocontrast; torchvision's Equalize is left out (a per-image histogram);
 3. normalisation with the run's mean/std, then random erasing (to 0, the mean, as torchvision).
 
-A resumed run, any number of workers and any rank see the same rows, so the same images.
-Mixing (mixup/cutmix) is drawn here too, per image; ``mixing.py`` uses the first row of a batch.
+Where the pixels go is a cost trade (``Recipe.on_device``): on an accelerator they are nearly
+free; on a CPU, resampling costs about 1.8 ms an image and RandAugment's colour ops 3 ms more
+(128 x 128, 2 cores), so image files with a crop and flip alone keep the cheaper Python crop of
+``engine/image_files.py`` (same (seed, epoch, image) rule). A resumed run, any number of workers
+and any rank see the same images either way. Mixing (mixup/cutmix) is drawn here too, per
+image; ``mixing.py`` uses the first row of a batch.
 """
 
 from __future__ import annotations
@@ -58,13 +62,22 @@ class Recipe:
     mix_prob: float = 1.0
     mix_switch_prob: float = 0.5
     seed: int = 0
+    files: bool = False  # image files: a crop and flip alone stay in the input pipeline (see on_device)
 
     @classmethod
-    def of(cls, cfg, augment: str, base: int) -> Recipe:
+    def of(cls, cfg, augment: str, base: int, files: bool = False) -> Recipe:
         d = cfg.data
         return cls(d.image_size, base, augment in ("crop", "crop_flip"), augment == "crop_flip", d.min_crop,
                    d.auto_augment, d.auto_augment_magnitude, d.color_jitter, d.random_erase, d.mixup, d.cutmix,
-                   d.mix_prob, d.mix_switch_prob, cfg.seed)
+                   d.mix_prob, d.mix_switch_prob, cfg.seed, files)
+
+    @property
+    def on_device(self) -> bool:
+        """Whether ``Augment`` does the pixels. Image files with a crop and flip only keep them in
+        the input pipeline (``engine/image_files.py``): per image, that Python op costs less on a
+        CPU (about 0.2 ms) than resampling on it (about 1.8 ms, ``benchmarks/bench_augment.py``)."""
+        heavy = self.auto_augment != "none" or self.color_jitter > 0 or self.random_erase > 0
+        return heavy or (not self.files and (self.crop or self.flip))
 
     @property
     def geometric(self) -> bool:
@@ -81,7 +94,7 @@ class Recipe:
     @property
     def active(self) -> bool:
         """Whether training images need a parameter row at all."""
-        return self.geometric or self.colour or self.random_erase > 0 or self.mixing
+        return self.on_device or self.mixing
 
     def draw(self, index: int, epoch: int) -> np.ndarray:
         """The (PARAMS,) float32 row of image ``index`` in ``epoch``: the same every time."""

@@ -42,16 +42,20 @@ def load_data(cfg) -> Data:
     meta = {"classes": classes, "image_size": d.image_size, "channels": d.channels, "mean": mean, "std": std,
             "eval_crop": d.eval_crop, "data_path": d.path, "augment": augment}
     recipe = train_recipe(cfg, meta)
-    if recipe.active:  # raw images + a row of augmentation numbers each; the train step augments
-        if kind == "image":
-            train = AugmentedArrays(images[train_idx], labels[train_idx], recipe)
-        else:
-            base = ImageTransform(recipe.base, d.channels, eval_crop=1.0)  # shorter side to base, centre square
-            train = AugmentedFiles(ImageFiles(examples[train_idx], {"label": labels[train_idx]}, base), recipe)
-    elif kind == "image":
-        train = {"image": normalise(images[train_idx], meta), "label": labels[train_idx]}
+    if kind == "image":
+        # On the device, raw [0, 1] images; else normalised here once.
+        train_images = images[train_idx] if recipe.on_device else normalise(images[train_idx], meta)
+        train = {"image": train_images, "label": labels[train_idx]}
+        if recipe.active:  # + a row of augmentation numbers per image
+            train = AugmentedArrays(train_images, labels[train_idx], recipe)
     else:
-        train = ImageFiles(examples[train_idx], {"label": labels[train_idx]}, ImageTransform.of(meta))
+        if recipe.on_device:  # the shorter side to base, centre square, raw [0, 1]: Augment does the rest
+            transform = ImageTransform(recipe.base, d.channels, eval_crop=1.0)
+        else:  # crop + flip (if any) in the pipeline, as the eval transform otherwise
+            transform = ImageTransform.of(meta, augment=augment, min_crop=d.min_crop, seed=cfg.seed)
+        train = ImageFiles(examples[train_idx], {"label": labels[train_idx]}, transform)
+        if recipe.active:
+            train = AugmentedFiles(train, recipe)
     # Eval stays raw (images in [0, 1], or a listing): evaluate() prepares it with the meta in
     # force, which is the training run's own when eval.py scores a checkpoint on other data.
     return Data(train=train, eval={kind: examples[eval_idx], "label": labels[eval_idx]}, meta=meta)
@@ -93,14 +97,14 @@ def read_examples(cfg) -> tuple[str, np.ndarray, np.ndarray, list[str]]:
 def train_recipe(cfg, meta: dict) -> Recipe:
     """The augmentation of this run's training images (``meta["augment"]``: data.augment resolved;
     a folder's images come at the eval resize, an .npz's at image_size)."""
-    from_files = not meta["data_path"].endswith(".npz")
-    base = round(meta["image_size"] / meta["eval_crop"]) if from_files else meta["image_size"]
-    return Recipe.of(cfg, meta.get("augment", "none"), base)
+    files = not meta["data_path"].endswith(".npz")
+    base = round(meta["image_size"] / meta["eval_crop"]) if files else meta["image_size"]
+    return Recipe.of(cfg, meta.get("augment", "none"), base, files)
 
 
 class AugmentedFiles:
-    """An ``ImageFiles`` (decoding to raw [0, 1] base squares) with the augmentation row as a
-    last column: an ``ExampleSource`` whose pipeline runs C++ ops only, so it scales with workers."""
+    """An ``ImageFiles`` with the augmentation row as a last column. When the device augments,
+    the files decode to raw [0, 1] base squares: a pipeline of C++ ops only (it scales with workers)."""
 
     def __init__(self, files: ImageFiles, recipe: Recipe):
         self.files, self.recipe = files, recipe
@@ -120,7 +124,7 @@ class AugmentedFiles:
 
 
 class AugmentedArrays:
-    """Decoded images (an .npz) with their augmentation rows: a ``TrainSource``."""
+    """Decoded images (an .npz; raw when the device augments) with their augmentation rows: a ``TrainSource``."""
 
     def __init__(self, images: np.ndarray, labels: np.ndarray, recipe: Recipe):
         self.images, self.labels, self.recipe = images, labels, recipe

@@ -31,7 +31,7 @@ def build_loss(network: Classifier, cfg, meta: dict) -> nn.Cell:
     recipe = train_recipe(cfg, meta)
     if not recipe.active and not cfg.train.label_smoothing:
         return ClassificationLoss(network)
-    augment = Augment(recipe, meta["mean"], meta["std"]) if recipe.active else None
+    augment = Augment(recipe, meta["mean"], meta["std"]) if recipe.on_device else None
     return RecipeLoss(network, len(meta["classes"]), cfg.train.label_smoothing, augment, recipe.mixing,
                       meta["image_size"])
 
