@@ -45,15 +45,27 @@ def worker(folder: str, workers: int, path: str) -> dict:
     from vision.tasks.vision.augment import Augment, Recipe
     from vision.tasks.vision.data import AugmentedFiles, list_folder
 
-    cfg = load_config("config/config.yaml", [f"data.path={folder}", "data.channels=3", "data.image_size=128",
-                                             "data.auto_augment=randaugment", "data.min_crop=0.08"])
+    cfg = load_config(
+        "config/config.yaml",
+        [
+            f"data.path={folder}",
+            "data.channels=3",
+            "data.image_size=128",
+            "data.auto_augment=randaugment",
+            "data.min_crop=0.08",
+        ],
+    )
     runtime.setup(cfg)
     files, labels, _ = list_folder(Path(folder))
     if path == "python op":
-        source = ImageFiles(files, {"label": labels}, ImageTransform(128, 3, augment="crop_flip", min_crop=0.08))
+        source = ImageFiles(
+            files, {"label": labels}, ImageTransform(128, 3, augment="crop_flip", min_crop=0.08)
+        )
     else:
         recipe = Recipe.of(cfg, "crop_flip", 146)
-        source = AugmentedFiles(ImageFiles(files, {"label": labels}, ImageTransform(146, 3, eval_crop=1.0)), recipe)
+        source = AugmentedFiles(
+            ImageFiles(files, {"label": labels}, ImageTransform(146, 3, eval_crop=1.0)), recipe
+        )
         augment = compiled(Augment(recipe, [0.5] * 3, [0.25] * 3))
     from mindspore import Tensor
 
@@ -72,8 +84,13 @@ def worker(folder: str, workers: int, path: str) -> dict:
 
 
 def child(project: Path, *args: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--worker", *args], cwd=project, capture_output=True, text=True,
-                         timeout=1800)
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if out.returncode:
         raise SystemExit(f"worker failed in {project}: {out.stderr.strip()[-800:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -97,7 +114,9 @@ def main() -> None:
                     result = child(project, str(folder), str(workers), path)
                     figures.setdefault((path, workers), []).append(result["images_per_s"])
     print(f"images/s, {args.images} JPEGs 160x160 -> 128, batch 64, median of {args.repeats}:")
-    print(f"{'':12}" + "".join(f"{f'{w} worker' + 's' * (w > 1):>13}" for w in args.workers) + "   last / first")
+    print(
+        f"{'':12}" + "".join(f"{f'{w} worker' + 's' * (w > 1):>13}" for w in args.workers) + "   last / first"
+    )
     for path in PATHS:
         medians = [statistics.median(figures[path, w]) for w in args.workers]
         print(f"{path:12}" + "".join(f"{m:13.0f}" for m in medians) + f"   {medians[-1] / medians[0]:.2f}x")
