@@ -69,7 +69,7 @@ def phases_worker(package: str, overrides: list[str]) -> None:
     """Seconds and peak RSS (MB) after reading the ratings (the project's columnar reader),
     preparing the data and one evaluation (fresh network)."""
     sys.path.insert(0, ".")
-    load_config = importlib.import_module(f"{package}.engine.config").load_config
+    load_config = importlib.import_module(f"{package}.tasks").load_config
     cfg = load_config("config/config.yaml", overrides)
     importlib.import_module(f"{package}.engine.runtime").setup(cfg)
     log_mod = importlib.import_module(f"{package}.tasks.recommender.log")

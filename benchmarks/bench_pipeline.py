@@ -91,7 +91,7 @@ def child(project: Path, *args: str) -> dict:
 # -- workers (run inside a generated project, one process per measurement) --------------------
 def load_project():
     sys.path.insert(0, ".")
-    package = next(p.parts[0] for p in Path(".").glob("*/engine/trainer.py"))
+    package = next(p.parts[0] for p in Path(".").glob("*/engine/loop.py"))
     import importlib
 
     return lambda module: importlib.import_module(f"{package}.{module}")
@@ -102,7 +102,7 @@ def pipeline_worker(folder: str, workers: int, augment: str) -> None:
     model. ``augment=native``: MindSpore's own ImageFolderDataset with the same C++ ops as our
     unaugmented path (resize the shorter side, centre crop, normalise), the ceiling to compare with."""
     mod = load_project()
-    cfg = mod("engine.config").load_config(
+    cfg = mod("tasks").load_config(
         "config/config.yaml",
         [
             f"data.path={folder}",
@@ -145,20 +145,19 @@ def pipeline_worker(folder: str, workers: int, augment: str) -> None:
 def step_worker(steps: int) -> None:
     """ms per optimizer step of the default config, fed by the trainer's own batch iterator."""
     mod = load_project()
-    cfg = mod("engine.config").load_config(
+    cfg = mod("tasks").load_config(
         "config/config.yaml",
         ["output.plot=false", f"output.dir={tempfile.mkdtemp()}", "train.log_every=1000"],
     )
-    trainer = mod("engine.trainer").Trainer(cfg, mod("tasks").get_task("vision"))
-    trainer._hook("on_train_begin")  # as fit() does before the first step
-    trainer.tick = time.perf_counter()
-    trainer.watch.reset(0, 0)
-    times, epoch = [], 0
-    while len(times) < steps:
-        batches = trainer.batches.epoch(epoch)
-        for _ in range(len(trainer.batches)):
+    run = mod("engine.loop").setup(cfg, mod("tasks").get_task("vision"))
+    k, times, epoch = cfg.train.grad_accum_steps, [], 0
+    while len(times) < steps:  # optimizer steps as the loop runs them (engine/loop.py)
+        batches = run.batches.epoch(epoch)
+        for _ in range(run.steps_per_epoch):
             start = time.perf_counter()
-            trainer.optimizer_step(batches)
+            for micro_step in range(k):
+                _, finite = run.step_fn(next(batches), apply=micro_step == k - 1)
+                finite.asnumpy()
             times.append(time.perf_counter() - start)
         epoch += 1
     print(json.dumps({"ms_per_step": 1000 * statistics.median(times[10:steps])}))

@@ -73,12 +73,12 @@ def write_digits_folder(project: Path, root: Path, size: int = 32) -> Path:
 def worker(folder: str, seconds: float, seed: int, overrides: list[str]) -> dict:
     """Runs inside the generated project: the step time, then one budgeted run; its held-out accuracy."""
     sys.path.insert(0, os.getcwd())
-    from vision.engine.callbacks import Callback
+    from vision.logs.callbacks import Callback
     from vision.engine.config import load_config
-    from vision.engine.trainer import train
+    from vision.run.train import train
 
     class StepTime(Callback):
-        def on_step_end(self, trainer, logs):
+        def on_step_end(self, progress, logs):
             if logs["step"] == 10:  # compiled by now
                 self.start = time.perf_counter()
             elif logs["step"] == 40:

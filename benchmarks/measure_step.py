@@ -30,11 +30,10 @@ def main() -> None:
     p.add_argument("--framework-loop", action="store_true", help="time mindspore.Model.train in GRAPH_MODE")
     args = p.parse_args()
     sys.path.insert(0, ".")
-    config = importlib.import_module(f"{args.package}.engine.config")
-    cfg = config.load_config("config/config.yaml", ["output.plot=false", *args.overrides])
-    trainer_mod = importlib.import_module(f"{args.package}.engine.trainer")
     tasks = importlib.import_module(f"{args.package}.tasks")
-    trainer = trainer_mod.Trainer(cfg, tasks.get_task(cfg.task))
+    cfg = tasks.load_config("config/config.yaml", ["output.plot=false", *args.overrides])
+    loop = importlib.import_module(f"{args.package}.engine.loop")
+    trainer = loop.setup(cfg, tasks.get_task(cfg.task))  # the run set up as train.py does, not trained
     k = cfg.train.grad_accum_steps
     batches = list(trainer.batches.epoch(0))
     if args.framework_loop:

@@ -220,3 +220,36 @@ def test_a_project_of_every_earlier_release_updates_to_this_checkout(tmp_path, t
         assert read_answers(dest)["_commit"] != tag
         assert (dest / "old_proj" / "engine" / "schema.py").is_file()
         assert git("status", "--porcelain", cwd=dest) != ""  # the update is left for the user to review
+
+
+@pytest.mark.slow
+def test_an_edit_of_a_module_the_template_moved_follows_it_or_is_named(tmp_path):
+    """0.4.0's engine/console.py is logs/console.py now, and engine/trainer.py became
+    engine/loop.py: a user's edit of either is merged into the new file or named as a conflict,
+    never dropped with the old file (plain Copier deletes it, edit and all)."""
+    from msscaffold import generate as _generate
+    from msscaffold.source import TemplateSource
+
+    clone = tmp_path / "clone"
+    git("clone", "-q", "--no-tags", str(REPO), str(clone), cwd=tmp_path)
+    git("tag", "v0.4.0", _hatch_build().release_tags(clone)["v0.4.0"], cwd=clone)
+    dest = tmp_path / "proj"
+    source = TemplateSource(str(clone), "v0.4.0", "custom")
+    _generate.new_project(dest, source=source, data={"task": "vision", "project_name": "proj"}, init_git=True)
+    engine = dest / "proj" / "engine"
+    console = (engine / "console.py").read_text()
+    line = """        return line + (f"  skipped {logs['skipped_steps']}" if logs["skipped_steps"] else "")"""
+    assert console.count(line) == 1
+    (engine / "console.py").write_text(console.replace(line, line + "  [user edit]"))
+    trainer = (engine / "trainer.py").read_text()
+    (engine / "trainer.py").write_text(trainer.replace('"""The training loop', '"""[user edit 2] The training loop'))
+    git("commit", "-qam", "user edits", cwd=dest)
+
+    conflicts = _generate.update_project(dest, vcs_ref=git("rev-parse", "HEAD", cwd=clone).strip())
+    assert not (engine / "console.py").exists()
+    assert line + "  [user edit]" in (dest / "proj" / "logs" / "console.py").read_text()  # followed the file
+    assert not any(c.startswith("proj/logs/console.py") for c in conflicts), conflicts
+    loop = (engine / "loop.py").read_text()
+    assert "[user edit 2]" in loop or any("engine/trainer.py" in c for c in conflicts), conflicts
+    if "[user edit 2]" not in loop:  # kept for the user to move by hand, and said so
+        assert "[user edit 2]" in (engine / "trainer.py").read_text()

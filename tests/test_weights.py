@@ -86,7 +86,7 @@ MINDSPORE_LOGITS = """
 import sys
 import numpy as np
 from mindspore import Tensor
-from {package}.engine.inference import load_trained
+from {package}.deploy.inference import load_trained
 
 trained = load_trained(sys.argv[1])
 np.save(sys.argv[3], trained.network(Tensor(np.load(sys.argv[2]))).asnumpy())

@@ -20,6 +20,7 @@ from copier import Settings, run_copy, run_update
 from msscaffold import __version__
 from msscaffold.errors import MsscaffoldError
 from msscaffold.gitcmd import git, toplevel
+from msscaffold.moves import follow_moves
 from msscaffold.source import TemplateSource, check_commit, copier_config, for_update
 
 ANSWERS_FILE = ".copier-answers.yml"
@@ -244,7 +245,9 @@ def update_project(
         unsafe=False,
         quiet=quiet,
     )
-    return find_conflicts(path)
+    moved = _copier_call(follow_moves, path, source.src, str(answers["_commit"]), answers)
+    described = {entry.partition(" (")[0] for entry in moved}
+    return sorted({*(f for f in find_conflicts(path) if f not in described), *moved})
 
 
 def find_conflicts(path: Path) -> list[str]:

@@ -18,14 +18,23 @@ from typing import Any
 
 import mindspore as ms
 import numpy as np
+import yaml
 from mindspore import log as ms_log
 
-from ..tasks import available
 from .errors import CheckpointError
 
 META_KEY = "msscaffold_meta"
+ANSWERS_FILE = Path(".copier-answers.yml")
 # Derived from the config on every start, so a resumed run may change the schedule length.
 _NOT_RESTORED = ("learning_rate",)
+
+
+def template_version() -> str | None:
+    """The msscaffold template commit this project was generated or last updated from."""
+    try:
+        return str(yaml.safe_load(ANSWERS_FILE.read_text(encoding="utf-8")).get("_commit"))
+    except (OSError, AttributeError, yaml.YAMLError):
+        return None
 
 
 def save(path: Path, holders: Iterable[Any], meta: dict[str, Any]) -> None:
@@ -42,9 +51,9 @@ def save(path: Path, holders: Iterable[Any], meta: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def read(path: str | Path, tasks: Iterable[str] = ()) -> tuple[dict[str, ms.Parameter], dict[str, Any]]:
-    """Weights and meta of a checkpoint of this project's task (or of one of ``tasks``: e.g. a
-    vision backbone for the multimodal image tower)."""
+def read(path: str | Path, tasks: Iterable[str] | None = None) -> tuple[dict[str, ms.Parameter], dict[str, Any]]:
+    """Weights and meta of a checkpoint (of one of ``tasks``, when given: e.g. this run's task,
+    or another task whose weights a model starts from)."""
     path = Path(path)
     if path.is_dir():
         raise CheckpointError(f"checkpoint {path} is a folder; pass a .ckpt file, e.g. {path / 'best.ckpt'}")
@@ -58,8 +67,8 @@ def read(path: str | Path, tasks: Iterable[str] = ()) -> tuple[dict[str, ms.Para
         raise CheckpointError(f"{path} is corrupt or not a checkpoint written by this project "
                               "(its checksums or format do not match)") from None
     task = meta.get("config", {}).get("task")
-    if task not in (*available(), *tasks):
-        raise CheckpointError(f"{path} was trained for task {task!r}; this project's task is {', '.join(available())}")
+    if tasks is not None and task not in tasks:
+        raise CheckpointError(f"{path} was trained for task {task!r}, not {' or '.join(map(repr, tasks))}")
     return params, meta
 
 

@@ -4,8 +4,9 @@
 ``config/config.yaml``: sections merge key by key, later files win, ``--set`` wins over all.
 
 The schema lives in ``engine/schema.py`` (shared sections) and in each task's
-``config.py`` (its ``data`` and ``model`` sections and cross-section checks); the task
-registry says which schema a config's ``task:`` key selects. Everything is checked before
+``config.py`` (its ``data`` and ``model`` sections and cross-section checks); the caller
+says which schema a config's ``task:`` key selects (``tasks.load_config`` passes the task
+registry's). Everything is checked before
 MindSpore does any work, and every error names the key (and the closest valid key for a
 typo). This module never imports MindSpore.
 """
@@ -21,7 +22,6 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ..tasks import config_schema
 from .errors import ConfigError
 from .schema import Config
 
@@ -41,7 +41,10 @@ def parse(text: str):
     return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
 
 
-def load_config(paths: str | Path | Sequence[str | Path], overrides: Sequence[str] = ()) -> Config:
+Schemas = Callable[[object], type[Config]]  # the ``task:`` value -> that task's config class
+
+
+def load_config(paths: str | Path | Sequence[str | Path], overrides: Sequence[str], schemas: Schemas) -> Config:
     """Read the YAML file(s), each layered over the ones before it, apply ``key.path=value``
     overrides last, and validate everything. An error names the file (or ``--set``) that set the key."""
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
@@ -53,7 +56,7 @@ def load_config(paths: str | Path | Sequence[str | Path], overrides: Sequence[st
     raw: dict[str, Any] = {}
     for _, layer in layers:
         merge(raw, layer)
-    cfg = build_config(raw, source=lambda loc: _source(loc, layers))
+    cfg = build_config(raw, schemas, source=lambda loc: _source(loc, layers))
     cfg._origin = {"files": [str(path) for path in paths], "overrides": list(overrides)}
     return cfg
 
@@ -79,10 +82,12 @@ def merge(base: dict[str, Any], layer: dict[str, Any]) -> None:
             base[key] = value
 
 
-def build_config(raw: dict[str, Any], source: str | Callable[[tuple], str] = "config") -> Config:
-    """Validate a plain dict (e.g. a checkpoint's saved config) against its task's schema.
-    ``source`` names where it came from, or maps the failing key's location to that name."""
-    schema = config_schema(raw.get("task"))
+def build_config(raw: dict[str, Any], schemas: Schemas | type[Config],
+                 source: str | Callable[[tuple], str] = "config") -> Config:
+    """Validate a plain dict (e.g. a checkpoint's saved config) against its task's schema (a
+    class, or ``schemas`` of its ``task:``). ``source`` names where it came from, or maps the
+    failing key's location to that name."""
+    schema = schemas if isinstance(schemas, type) else schemas(raw.get("task"))
     try:
         return schema.model_validate(raw)
     except ValidationError as exc:

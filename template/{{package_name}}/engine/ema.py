@@ -2,7 +2,7 @@
 
 After every optimizer step ``shadow = decay * shadow + (1 - decay) * weights``, over every
 parameter of the network, BatchNorm statistics included (as timm's ``ModelEmaV2``). The
-average is what is evaluated, picked as ``best.ckpt`` and exported: the trainer swaps it into the
+average is what is evaluated, picked as ``best.ckpt`` and exported: the loop swaps it into the
 network for evaluations and saves (``applied``). So a checkpoint's network names carry the
 average, and every reader of a checkpoint (``eval.py``, ``export.py``, inference,
 ``model.pretrained``) uses it without knowing about EMA; the training weights are saved beside
@@ -20,7 +20,7 @@ import mindspore as ms
 from mindspore import nn, ops
 
 
-def build(network: nn.Cell, decay: float | None) -> EMA | NoEMA:
+def build_ema(network: nn.Cell, decay: float | None) -> EMA | NoEMA:
     return EMA(network, decay) if decay is not None else NoEMA()
 
 
@@ -74,7 +74,7 @@ class Shadow(nn.Cell):
 
 
 class NoEMA:
-    """``train.ema: null``: every operation does nothing (one code path in the trainer)."""
+    """``train.ema: null``: every operation does nothing (one code path in the loop)."""
 
     holders = ()
 

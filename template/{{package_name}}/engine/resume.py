@@ -41,7 +41,20 @@ def find_resume(output_dir: str, resume: str | None) -> Path | None:
     return path
 
 
-def resume_config(saved: dict[str, Any], overrides: list[str], source: str) -> Config:
+def continued_config(cfg: Config, saved: dict[str, Any], path: Path) -> Config:
+    """What a resumed run trains with: its saved config, with the ``--set`` overrides of ``cfg``
+    that change it (only keys safe mid-run may; the files ``cfg`` was read from do not count)."""
+    if saved.get("task") != cfg.task:
+        raise CheckpointError(f"{path} was trained for task {saved.get('task')!r}, not {cfg.task!r}")
+    # Validated like any config, so keys added to the schema since the checkpoint take defaults.
+    then = flatten(build_config(saved, type(cfg), source=f"{path} (saved config)").to_dict())
+    now = flatten(cfg.to_dict())
+    changes = [item for item in cfg.origin.get("overrides", [])
+               if (key := item.partition("=")[0]) not in now or now[key] != then.get(key)]
+    return resume_config(saved, changes, str(path), type(cfg))
+
+
+def resume_config(saved: dict[str, Any], overrides: list[str], source: str, schema: type[Config]) -> Config:
     """The run's saved config with ``overrides`` applied, refusing those not safe mid-run."""
     for item in overrides:
         key = item.partition("=")[0]
@@ -51,19 +64,7 @@ def resume_config(saved: dict[str, Any], overrides: list[str], source: str) -> C
     raw = json.loads(json.dumps(saved))
     for item in overrides:
         apply_override(raw, item)
-    return build_config(raw, source=f"{source} (saved config)")
-
-
-def check_same_run(cfg: Config, saved: dict[str, Any], path: Path) -> None:
-    """Refuse a config that differs from the checkpoint's beyond the keys safe to change."""
-    if saved.get("task") != cfg.task:
-        raise CheckpointError(f"{path} was trained for task {saved.get('task')!r}, not {cfg.task!r}")
-    # Validated like any config, so keys added to the schema since the checkpoint take defaults.
-    now, then = flatten(cfg.to_dict()), flatten(build_config(saved, source=f"{path} (saved config)").to_dict())
-    for key in sorted(now.keys() | then.keys()):
-        if now.get(key) != then.get(key) and not key.startswith(SAFE_ON_RESUME):
-            raise ConfigError(f"{key}={now.get(key)!r} differs from the run being resumed ({then.get(key)!r}); "
-                              f"a resumed run keeps its config: only {', '.join(SAFE_ON_RESUME)} may change")
+    return build_config(raw, schema, source=f"{source} (saved config)")
 
 
 def continues_in_place(path: Path) -> bool:

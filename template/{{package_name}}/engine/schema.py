@@ -69,7 +69,7 @@ class Train(Section):
     # Decay of an exponential moving average of the weights, evaluated, saved as best.ckpt and
     # exported instead of them (engine/ema.py); null = off. Must be in (0, 1), e.g. 0.999.
     ema: float | None = Field(None, gt=0, lt=1)
-    callbacks: list[str] = []  # "module:Class" user callbacks, see engine/callbacks.py
+    callbacks: list[str] = []  # "module:Class" user callbacks, see logs/callbacks.py
 
 
 class Eval(Section):
@@ -96,7 +96,7 @@ class Optim(Section):
 class Output(Section):
     dir: str = "runs"  # ~ is expanded
     name: str | None = None  # run folder name inside dir (a plain name, not a path); null = timestamp
-    # Where logged train rows and eval metrics go (engine/loggers.py); tensorboard and mlflow
+    # Where logged train rows and eval metrics go (logs/loggers.py); tensorboard and mlflow
     # are optional extras: pip install -e ".[tensorboard]" / ".[mlflow]".
     loggers: list[Literal["jsonl", "csv", "tensorboard", "mlflow"]] = ["jsonl"]
     plot: bool = True

@@ -18,9 +18,9 @@ What the engine relies on:
   ``Data.eval`` stays raw: ``evaluate`` prepares it with ``data.meta``, which is the training
   run's own meta when ``eval.py`` scores a checkpoint on other data (so no statistic of the
   new data leaks in). A task whose data is prepared with a fitted vocabulary says how to read
-  eval data with a checkpoint's meta (``Task.load_eval_data``: the nlp tokenizer), so
+  eval data with a checkpoint's meta (``Task.load_eval_data``: e.g. a tokenizer), so
   ``eval.py`` never fits a new one only to throw it away; the same hook maps other data onto
-  the checkpoint's labels (vision: class folders by name) without measuring anything.
+  the checkpoint's labels (e.g. class folders by name) without measuring anything.
 - ``data.meta`` is JSON-serialisable and is everything ``build_model``, ``evaluate`` and
   ``exports`` need besides the config: it is saved in every checkpoint.
 - ``evaluate`` scores at most ``cfg.eval.max_examples`` eval examples: the subset

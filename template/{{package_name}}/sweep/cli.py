@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import NoReturn
 
-from ..engine.cli import guarded
+from ..run.cli import guarded
 
 EXAMPLE = "config/sweeps/example.yaml"
 

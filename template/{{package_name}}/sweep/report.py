@@ -8,11 +8,14 @@ trial it is in the ``SWEEP_*`` environment variables. At the end the trial's out
 from __future__ import annotations
 
 import json
+import logging
 import os
 
-from ..engine.callbacks import Callback
 from ..engine.errors import ConfigError
+from ..logs.callbacks import Callback
 from .study import make_pruner, open_storage, optuna
+
+log = logging.getLogger(__name__)
 
 
 class ReportToStudy(Callback):
@@ -26,24 +29,25 @@ class ReportToStudy(Callback):
         self.best = self.last = None
         self.step, self.pruned, self.reported = 0, False, set()
 
-    def on_eval_end(self, trainer, metrics):
+    def on_eval_end(self, progress, metrics):
         if self.metric not in metrics:
             raise ConfigError(f"sweep metric {self.metric!r} is not among this run's metrics "
                               f"({', '.join(metrics)})")
-        value, step = float(metrics[self.metric]), trainer.state.step
+        value, step = float(metrics[self.metric]), progress.step
         self.last, self.step = value, step
         if self.best is None or (value > self.best if self.maximize else value < self.best):
             self.best = value
-        if not trainer.comm.is_main or step in self.reported:
+        if not progress.is_main or step in self.reported:
             return
         self.reported.add(step)
         self.trial.report(value, step)
         if self.trial.should_prune():
-            self.pruned = trainer.should_stop = True
-            trainer.console.say(f"sweep: pruned at step {step} ({self.metric} {value:.4g} is behind the median "
+            self.pruned = True
+            progress.stop()
+            log.info(f"sweep: pruned at step {step} ({self.metric} {value:.4g} is behind the median "
                                 "of the finished trials)")
 
-    def on_train_end(self, trainer, summary):
-        if trainer.comm.is_main:
+    def on_train_end(self, progress, summary):
+        if progress.is_main:
             result = {"value": self.best, "last": self.last, "step": self.step, "pruned": self.pruned}
-            (trainer.run_dir / "sweep.json").write_text(json.dumps(result), encoding="utf-8")
+            (progress.run_dir / "sweep.json").write_text(json.dumps(result), encoding="utf-8")

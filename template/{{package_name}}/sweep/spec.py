@@ -27,10 +27,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..engine.cli import DEFAULT_CONFIG
-from ..engine.config import load_config, read_yaml
+from ..engine.config import read_yaml
 from ..engine.errors import ConfigError
 from ..engine.schema import Config
+from ..run.cli import DEFAULT_CONFIG
+from ..tasks import load_config
 
 Scalar = str | int | float | bool | None
 RESERVED = ("task", "output.name", "train.callbacks")  # set by the sweep itself (output.dir: its parent)

@@ -3,7 +3,8 @@
 A task package exposes, in its ``__init__``, its config schema ``TaskConfig`` (a subclass
 of ``engine.schema.Config`` with its ``data`` and ``model`` sections; cheap to import) and
 ``load() -> engine.task.Task`` (imports MindSpore). Adding a task means adding a package
-here; the engine reaches tasks only through these two functions.
+here. The engine never imports this module: ``load_config`` hands it the schemas, and
+``run/train.py`` hands ``fit`` the task.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import importlib
 import pkgutil
 from types import ModuleType
 
+from ..engine import config
 from ..engine.errors import ConfigError
+from ..engine.schema import Config
 
 
 def available() -> list[str]:
@@ -33,3 +36,13 @@ def config_schema(name: object) -> type:
 def get_task(name: str):
     """The task's ``engine.task.Task`` (imports MindSpore: call after the runtime is set up)."""
     return _module(name).load()
+
+
+def load_config(paths, overrides=()) -> Config:
+    """The run's config: ``engine.config.load_config`` with the schema of its ``task:``."""
+    return config.load_config(paths, overrides, config_schema)
+
+
+def build_config(raw: dict, source: str = "config") -> Config:
+    """A plain dict (e.g. a checkpoint's saved config) validated against its task's schema."""
+    return config.build_config(raw, config_schema, source)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...engine.cli import checkpoint_path, guarded, parser
 from ...engine.errors import UserError
+from ...run.cli import checkpoint_path, guarded, parser
 
 
 def main() -> None:
@@ -42,7 +42,7 @@ def main() -> None:
             if not candidates:
                 raise UserError(f"--captions {args.captions}: no captions in the file")
         checkpoint = checkpoint_path(args)
-        from ...engine.inference import load_trained
+        from ...deploy.inference import load_trained
         from .retrieval import captions_for_image, images_for_text
 
         trained = load_trained(checkpoint, args.overrides)

@@ -26,10 +26,10 @@ import numpy as np
 
 from ...engine.arrays import normalise, stratified_split
 from ...engine.errors import DataError
-from ...engine.image_files import ImageFiles, ImageTransform, statistics
-from ...engine.images import read_npz
 from ...engine.pipeline import resolve_workers
 from ...engine.task import Data
+from ...images.decode import read_npz
+from ...images.files import ImageFiles, ImageTransform, statistics
 from .config import DataConfig
 
 PAD, UNK = "<pad>", "<unk>"  # token ids 0 and 1
@@ -67,7 +67,7 @@ def _array_data(path: Path, cfg) -> Data:
 
 def _folder_data(root: Path, cfg) -> Data:
     """A metadata.jsonl folder: listed here, its images streamed through mindspore.dataset
-    workers (``engine/image_files.py``); only the captions, which are small, are tokenised now."""
+    workers (``images/files.py``); only the captions, which are small, are tokenised now."""
     paths, texts, line_labels, classes = read_listing(root)  # one entry per caption line
     if cfg.data.attributes:
         raise DataError(f"data.attributes=true measures every image's pixels up front: it applies to an .npz, "

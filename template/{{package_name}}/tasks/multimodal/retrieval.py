@@ -19,7 +19,7 @@ import numpy as np
 
 from ...engine.arrays import compiled, normalise, predict, top_k
 from ...engine.errors import DataError
-from ...engine.images import IMAGE_SUFFIXES, open_image, to_array
+from ...images.decode import IMAGE_SUFFIXES, open_image, to_array
 from .data import caption, tokenize, words
 
 

@@ -8,9 +8,9 @@ from mindspore import Tensor, nn
 from ...engine import checkpoint
 from ...engine.arrays import budget, compiled
 from ...engine.errors import CheckpointError
-from ...engine.image_files import predict_files
 from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
+from ...images.files import predict_files
 from .data import caption, load_data
 from .model import ClampLogitScale, ContrastiveLoss, build_network
 from .retrieval import embed_images, embed_texts, retrieval_metrics, zero_shot_accuracy

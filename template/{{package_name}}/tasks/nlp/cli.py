@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-from ...engine.cli import checkpoint_path, guarded, parser
+from ...run.cli import checkpoint_path, guarded, parser
 from .generate import check_settings, sample
 
 
@@ -36,7 +36,7 @@ def main() -> NoReturn:
 def _generate(args: argparse.Namespace) -> None:
     check_settings(args.max_new_tokens, args.temperature, args.top_k)  # before the (slow) model load
     checkpoint = checkpoint_path(args)
-    from ...engine.inference import load_trained  # imports MindSpore: after the settings check
+    from ...deploy.inference import load_trained  # imports MindSpore: after the settings check
 
     trained = load_trained(checkpoint, args.overrides)
     text = sample(trained.network, trained.meta, trained.cfg.model.block_size, args.prompt,

@@ -6,12 +6,12 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ...engine.schema import Config, Section
+from ...engine.schema import Config, DataSection, Section
 
 MIN_BPE_VOCAB = 256 + 1  # a byte-level BPE has a symbol for each of the 256 bytes, plus <|endoftext|>
 
 
-class DataConfig(Section):
+class DataConfig(DataSection):
     path: str | None = None  # null: Python's bundled pydoc text; else a UTF-8 file or a folder of .txt files
     # char: vocabulary = characters of the text; byte: 256 UTF-8 bytes; bpe: byte-level BPE
     tokenizer: Literal["char", "byte", "bpe"] = "char"

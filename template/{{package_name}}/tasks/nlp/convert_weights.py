@@ -27,8 +27,8 @@ from typing import NoReturn
 
 import numpy as np
 
-from ...engine.cli import DEFAULT_CONFIG, guarded
 from ...engine.errors import CheckpointError, UserError
+from ...run.cli import DEFAULT_CONFIG, guarded
 
 # Ours (relative to the network) -> Hugging Face GPT-2 (``transformer.`` prefix optional in the file).
 RENAMES = [
@@ -112,12 +112,12 @@ def convert(src: str, out: str, *, n_head: int | None = None, config: str = DEFA
             verify: bool = False, tokenizer: str | None = None) -> dict:
     """Read ``src``, check it, optionally verify it against transformers, write ``out``; return a summary."""
     from ...engine import runtime
-    from ...engine.config import load_config
+    from ...tasks import load_config
 
     if not out.endswith(".ckpt"):
         raise UserError(f"--out {out}: name the checkpoint *.ckpt")
     runtime.setup(load_config(config))
-    from ...engine import weights
+    from ...deploy import weights
     from ...engine.task import Comm
     from .task import build_model
 

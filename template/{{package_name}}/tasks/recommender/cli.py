@@ -12,8 +12,8 @@ on is read again to know what the user has seen. The ranking is
 
 from __future__ import annotations
 
-from ...engine.cli import checkpoint_path, guarded, parser
 from ...engine.errors import UserError
+from ...run.cli import checkpoint_path, guarded, parser
 
 
 def integer(flag: str, text: str) -> int:
@@ -34,7 +34,7 @@ def main() -> None:
         if k < 1:
             raise UserError(f"--k {k}: must be at least 1")
         checkpoint = checkpoint_path(args)
-        from ...engine.inference import load_trained
+        from ...deploy.inference import load_trained
         from .task import recommend
 
         trained = load_trained(checkpoint, args.overrides)

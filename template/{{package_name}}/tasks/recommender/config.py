@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ...engine.schema import Config, Section
+from ...engine.schema import Config, DataSection, Section
 
 
-class DataConfig(Section):
+class DataConfig(DataSection):
     source: Literal["synthetic", "movielens", "files"] = "synthetic"
     # files: ratings.csv/ratings.dat/u.data or a folder with one [+ titles], or (ctr) a label-first .tsv file
     path: str | None = None

@@ -17,7 +17,7 @@ batch's rows at once, inside the compiled train step:
 Where the pixels go is a cost trade (``Recipe.on_device``): on an accelerator they are nearly
 free; on a CPU, resampling costs about 1.8 ms an image and RandAugment's colour ops 3 ms more
 (128 x 128, 2 cores), so image files with a crop and flip alone keep the cheaper Python crop of
-``engine/image_files.py`` (same (seed, epoch, image) rule). A resumed run, any number of workers
+``images/files.py`` (same (seed, epoch, image) rule). A resumed run, any number of workers
 and any rank see the same images either way. Mixing (mixup/cutmix) is drawn here too, per
 image; ``mixing.py`` uses the first row of a batch.
 """
@@ -74,7 +74,7 @@ class Recipe:
     @property
     def on_device(self) -> bool:
         """Whether ``Augment`` does the pixels. Image files with a crop and flip only keep them in
-        the input pipeline (``engine/image_files.py``): per image, that Python op costs less on a
+        the input pipeline (``images/files.py``): per image, that Python op costs less on a
         CPU (about 0.2 ms) than resampling on it (about 1.8 ms, ``benchmarks/bench_augment.py``)."""
         heavy = self.auto_augment != "none" or self.color_jitter > 0 or self.random_erase > 0
         return heavy or (not self.files and (self.crop or self.flip))

@@ -25,8 +25,8 @@ from typing import NoReturn
 
 import numpy as np
 
-from ...engine.cli import DEFAULT_CONFIG, guarded
 from ...engine.errors import CheckpointError, UserError
+from ...run.cli import DEFAULT_CONFIG, guarded
 
 IMAGENET_MEAN, IMAGENET_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 BATCHNORM = {"gamma": "weight", "beta": "bias", "moving_mean": "running_mean", "moving_variance": "running_var"}
@@ -76,14 +76,14 @@ def convert(src: str, out: str, *, classes: str | None = None, image_size: int =
             config: str = DEFAULT_CONFIG, verify: bool = False) -> dict:
     """Read ``src``, check it, optionally verify it against PyTorch, write ``out``; return a summary."""
     from ...engine import runtime
-    from ...engine.config import load_config
+    from ...tasks import load_config
 
     if not out.endswith(".ckpt"):
         raise UserError(f"--out {out}: name the checkpoint *.ckpt")
     if image_size <= 0:
         raise UserError(f"--image-size {image_size}: must be > 0")
     runtime.setup(load_config(config))  # the oneDNN cap must be set before MindSpore loads
-    from ...engine import weights
+    from ...deploy import weights
     from ...engine.task import Comm
     from .task import build_model
 

@@ -1,7 +1,7 @@
 """Vision data: an ImageFolder listed and streamed, or an .npz held in memory; split and normalised.
 
 An ImageFolder is only listed here (paths + labels): files are decoded, resized and
-normalised batch by batch in ``mindspore.dataset`` workers (``engine/image_files.py``), so
+normalised batch by batch in ``mindspore.dataset`` workers (``images/files.py``), so
 memory does not grow with the number of images. An ``.npz`` (e.g. the embedded digits) is
 small: it is decoded once and batched from memory, the fastest path for small data.
 
@@ -20,10 +20,10 @@ import numpy as np
 from ...engine import checkpoint
 from ...engine.arrays import normalise, stratified_split
 from ...engine.errors import DataError
-from ...engine.image_files import STREAM_SUFFIXES, ImageFiles, ImageTransform, statistics
-from ...engine.images import IMAGE_SUFFIXES, read_npz
 from ...engine.pipeline import resolve_workers
 from ...engine.task import Data
+from ...images.decode import IMAGE_SUFFIXES, read_npz
+from ...images.files import STREAM_SUFFIXES, ImageFiles, ImageTransform, statistics
 from .augment import Recipe
 
 

@@ -8,9 +8,9 @@ from mindspore import Tensor, nn, ops
 from ...engine import checkpoint
 from ...engine.arrays import budget, compiled, normalise, predict
 from ...engine.errors import CheckpointError, DataError
-from ...engine.image_files import predict_files
 from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
+from ...images.files import predict_files
 from .augment import Augment
 from .data import load_data, load_eval_data, train_recipe
 from .mixing import RecipeLoss

@@ -9,13 +9,13 @@ from typing import Any
 
 from mindspore import nn
 
-from ..tasks import get_task
-from . import checkpoint, runtime
-from .arrays import budget_note
-from .config import apply_override, build_config
-from .errors import ConfigError
-from .schema import Config
-from .task import Comm, Task
+from ..engine import checkpoint, runtime
+from ..engine.arrays import budget_note
+from ..engine.config import apply_override
+from ..engine.errors import ConfigError
+from ..engine.schema import Config
+from ..engine.task import Comm, Task
+from ..tasks import available, build_config, get_task
 
 
 @dataclass
@@ -29,7 +29,7 @@ class Trained:
 
 def load_trained(path: str, overrides: list[str] = ()) -> Trained:
     """``overrides`` may point at other data (e.g. ``data.path=...``) but not change the model."""
-    params, meta = checkpoint.read(path)
+    params, meta = checkpoint.read(path, tasks=available())
     raw = json.loads(json.dumps(meta["config"]))
     for item in overrides:
         if item.startswith("model."):

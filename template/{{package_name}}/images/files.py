@@ -19,9 +19,9 @@ import numpy as np
 from mindspore import Tensor
 from mindspore.dataset import vision
 
-from . import pipeline
-from .errors import DataError
-from .images import open_image
+from ..engine import pipeline
+from ..engine.errors import DataError
+from .decode import open_image
 
 # What MindSpore's decoder reads (GIF and WebP are not among them: convert those first).
 STREAM_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp"}

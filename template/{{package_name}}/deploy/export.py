@@ -9,9 +9,9 @@ import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn
 
-from .deploy import write_spec
-from .errors import UserError
+from ..engine.errors import UserError
 from .inference import load_trained
+from .spec import write_spec
 
 
 def export_checkpoint(path: str, out_dir: str, overrides: list[str] = ()) -> dict[str, Path]:

@@ -29,9 +29,9 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
+from ..engine.config import flatten
+from ..engine.errors import ConfigError
 from .callbacks import Callback
-from .config import flatten
-from .errors import ConfigError
 
 # logger -> the module it imports (the extra of the same name installs it)
 OPTIONAL = {"tensorboard": "tensorboardX", "mlflow": "mlflow"}
@@ -59,13 +59,13 @@ class Logger(Callback, ABC):
     def __init__(self, run_dir: Path):
         self.run_dir = run_dir
 
-    def on_step_end(self, trainer, logs):
-        if trainer.comm.is_main:
+    def on_step_end(self, progress, logs):
+        if progress.is_main:
             self.write("train", logs)
 
-    def on_eval_end(self, trainer, metrics):
-        if trainer.comm.is_main:
-            self.write("eval", {"step": trainer.state.step, "epoch": trainer.state.epoch, **metrics})
+    def on_eval_end(self, progress, metrics):
+        if progress.is_main:
+            self.write("eval", {"step": progress.step, "epoch": progress.epoch, **metrics})
 
     @abstractmethod
     def write(self, kind: str, row: dict[str, Any]) -> None:
@@ -96,19 +96,19 @@ class CsvLogger(Logger):
 
 
 class TensorBoardLogger(Logger):
-    def on_train_begin(self, trainer):
-        if trainer.comm.is_main:
+    def on_train_begin(self, progress):
+        if progress.is_main:
             from tensorboardX import SummaryWriter
 
             # A resumed run rewrites what came after its checkpoint: purge those steps.
-            self.writer = SummaryWriter(str(self.run_dir), purge_step=trainer.state.step + 1)
+            self.writer = SummaryWriter(str(self.run_dir), purge_step=progress.step + 1)
 
     def write(self, kind, row):
         for name, value in scalars(row).items():
             self.writer.add_scalar(f"{kind}/{name}", value, row["step"])
 
-    def on_train_end(self, trainer, summary):
-        if trainer.comm.is_main:
+    def on_train_end(self, progress, summary):
+        if progress.is_main:
             self.writer.close()
 
 
@@ -116,8 +116,8 @@ class MlflowLogger(Logger):
     """Logs through ``MlflowClient`` (no global active run), so several trainings in one
     process (tests, sweeps) each get their own MLflow run."""
 
-    def on_train_begin(self, trainer):
-        if not trainer.comm.is_main:
+    def on_train_begin(self, progress):
+        if not progress.is_main:
             return
         from mlflow import MlflowClient
         from mlflow.entities import Param
@@ -127,13 +127,13 @@ class MlflowLogger(Logger):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
             uri = Path("mlruns").resolve().as_uri()
         self.client = MlflowClient(tracking_uri=uri)
-        name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or trainer.cfg.task
+        name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or progress.cfg.task
         experiment = self.client.get_experiment_by_name(name)
         experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(name)
         self.run_id = self.client.create_run(experiment_id, run_name=self.run_dir.name,
                                              tags={"run_dir": str(self.run_dir)}).info.run_id
         params = [Param(key, json.dumps(value) if isinstance(value, (list, dict)) else str(value))
-                  for key, value in flatten(trainer.cfg.to_dict()).items()]
+                  for key, value in flatten(progress.cfg.to_dict()).items()]
         for i in range(0, len(params), 100):  # MLflow takes at most 100 params per call
             self.client.log_batch(self.run_id, params=params[i:i + 100])
 
@@ -144,7 +144,7 @@ class MlflowLogger(Logger):
         metrics = [Metric(f"{kind}/{name}", value, now, row["step"]) for name, value in scalars(row).items()]
         self.client.log_batch(self.run_id, metrics=metrics)
 
-    def on_train_end(self, trainer, summary):
-        if trainer.comm.is_main:  # runs after the checkpoints and the curves are written
+    def on_train_end(self, progress, summary):
+        if progress.is_main:  # runs after the checkpoints and the curves are written
             self.client.log_artifacts(self.run_id, str(self.run_dir))
             self.client.set_terminated(self.run_id)

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 from mindspore import nn
 
-from . import checkpoint
-from .errors import CheckpointError, UserError
-from .manifest import template_version
-from .schema import Config
+from ..engine import checkpoint
+from ..engine.checkpoint import template_version
+from ..engine.errors import CheckpointError, UserError
+from ..engine.schema import Config
 
 
 def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
@@ -84,8 +84,8 @@ def load(network: nn.Cell, mapped: dict[str, np.ndarray]) -> None:
 
 def save_imported(path: str | Path, network: nn.Cell, cfg: Config, task_meta: dict[str, Any],
                   source: dict[str, Any]) -> None:
-    """A checkpoint like the trainer's (config, task meta, step 0) holding only the network."""
-    from .trainer import State
+    """A checkpoint like the loop's (config, task meta, step 0) holding only the network."""
+    from ..engine.loop import State
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

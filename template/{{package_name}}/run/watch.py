@@ -8,29 +8,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
 
 from mindspore import amp
 
-from .errors import TrainingError
-from .schema import Train
+from ..engine.errors import TrainingError
+from ..logs.callbacks import Callback
+
+log = logging.getLogger(__name__)
 
 
-class Watch:
-    def __init__(self, cfg: Train, parameters, say: Callable[[str], None]):
-        self.parameters = parameters
-        self.check_weights = cfg.amp_level == "O0" and cfg.on_nonfinite == "stop"
-        self.say = say
-        self.start = (0, 0)  # (step, skipped steps) at the start of the window
+class Watch(Callback):
+    """The checks above, at every log row (first among the callbacks: before anything is logged)."""
 
-    def reset(self, step: int, skipped: int) -> None:
-        self.start = (step, skipped)
+    def on_train_begin(self, progress):
+        train = progress.cfg.train
+        self.check_weights = train.amp_level == "O0" and train.on_nonfinite == "stop"
+        self.start = (progress.step, progress.skipped_steps)  # (step, skipped steps) at the start of the window
 
-    def check(self, step: int, skipped: int) -> None:
+    def on_step_end(self, progress, logs):
+        step, skipped = logs["step"], logs["skipped_steps"]
         (first, skipped0), steps = self.start, step - self.start[0]
         self.start, skipped = (step, skipped), skipped - skipped0
         when = f"step {step}" if steps == 1 else f"steps {first + 1}-{step}"
-        if self.check_weights and not bool(amp.all_finite(self.parameters).asnumpy()):
+        if self.check_weights and not bool(amp.all_finite(progress.parameters).asnumpy()):
             raise TrainingError(f"the weights became NaN/inf at {when}: stopped (nothing non-finite is saved); "
                                 "lower optim.lr, set train.grad_clip, or set train.on_nonfinite=skip to skip "
                                 "updates whose gradients are not finite")
@@ -39,4 +40,4 @@ class Watch:
                                 "finite): nothing is being trained; lower train.loss_scale or optim.lr, or use "
                                 "train.amp_level=O0")
         if skipped * 2 > steps:
-            self.say(f"warning: {skipped} of the last {steps} updates were skipped (overflow or non-finite)")
+            log.warning(f"warning: {skipped} of the last {steps} updates were skipped (overflow or non-finite)")

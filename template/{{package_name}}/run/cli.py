@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-from .errors import Interrupted, UserError
+from ..engine.errors import Interrupted, UserError
 
 DEFAULT_CONFIG = "config/config.yaml"
 
@@ -37,7 +37,7 @@ def checkpoint_path(args: argparse.Namespace) -> str:
     """``--checkpoint``, or else the newest ``best.ckpt`` under ``output.dir`` (named on stderr)."""
     if args.checkpoint:
         return args.checkpoint
-    from .config import load_config
+    from ..tasks import load_config
 
     runs = Path(load_config(DEFAULT_CONFIG, args.overrides).output.dir)
     found = sorted(runs.glob("*/best.ckpt"), key=lambda path: path.stat().st_mtime)
@@ -56,7 +56,7 @@ def guarded(main: Callable[[], object]) -> NoReturn:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
-    except Interrupted as exc:  # the trainer saved last.ckpt and said how to resume
+    except Interrupted as exc:  # the loop saved last.ckpt and said how to resume
         sys.exit(exc.code)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -70,19 +70,12 @@ def train_main() -> NoReturn:
     args = p.parse_args()
 
     def main():
-        from .config import load_config
-        from .resume import find_resume, resume_config
+        from ..tasks import load_config
 
         cfg = load_config([DEFAULT_CONFIG, *args.configs], args.overrides)
-        resume = find_resume(cfg.output.dir, args.resume)
-        if resume is not None:  # the run goes on with its own saved config (see engine/resume.py)
-            from . import checkpoint
+        from .train import train  # imports MindSpore: after the config is known to be valid
 
-            cfg = resume_config(checkpoint.read(resume)[1]["config"], args.overrides, str(resume))
-        from .trainer import train
-
-        summary = train(cfg, resume=resume and str(resume))
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(train(cfg, resume=args.resume), indent=2))
 
     guarded(main)
 
@@ -91,7 +84,7 @@ def eval_main() -> NoReturn:
     args = parser("Evaluate a checkpoint on the eval split.", checkpoint=True).parse_args()
 
     def main():
-        from .inference import evaluate_checkpoint
+        from ..deploy.inference import evaluate_checkpoint
 
         print(json.dumps(evaluate_checkpoint(checkpoint_path(args), args.overrides), indent=2))
 
@@ -105,7 +98,7 @@ def export_main() -> NoReturn:
     args = p.parse_args()
 
     def main():
-        from .export import export_checkpoint
+        from ..deploy.export import export_checkpoint
 
         for name, path in export_checkpoint(checkpoint_path(args), args.out, args.overrides).items():
             print(f"{name}: {path} (+ {path.with_suffix('.json').name})")

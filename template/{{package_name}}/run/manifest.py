@@ -1,8 +1,10 @@
-"""``manifest.json`` in each run folder: enough to know later exactly what produced it."""
+"""``manifest.json`` in each run folder: enough to know later exactly what produced it.
+Written by the ``Manifest`` callback when training starts (rank 0); a resume appends itself."""
 
 from __future__ import annotations
 
 import json
+import logging
 import platform
 import subprocess
 import sys
@@ -12,19 +14,13 @@ from typing import Any
 
 import mindspore as ms
 import numpy as np
-import yaml
 
-from .schema import Config
+from ..engine.arrays import budget_note
+from ..engine.checkpoint import template_version
+from ..engine.schema import Config
+from ..logs.callbacks import Callback
 
-ANSWERS_FILE = Path(".copier-answers.yml")
-
-
-def template_version() -> str | None:
-    """The msscaffold template commit this project was generated or last updated from."""
-    try:
-        return str(yaml.safe_load(ANSWERS_FILE.read_text(encoding="utf-8")).get("_commit"))
-    except (OSError, AttributeError, yaml.YAMLError):
-        return None
+log = logging.getLogger(__name__)
 
 
 def git_commit() -> str | None:
@@ -68,3 +64,22 @@ def update(run_dir: Path, **fields: Any) -> None:
     path = run_dir / "manifest.json"
     manifest = json.loads(path.read_text(encoding="utf-8"))
     path.write_text(json.dumps({**manifest, **fields}, indent=2), encoding="utf-8")
+
+
+class Manifest(Callback):
+    """``manifest.json`` at the start; at the first evaluation, how many examples evaluations
+    use (``eval.max_examples``): said once, and recorded as ``eval_examples``."""
+
+    def on_train_begin(self, progress):
+        self.said = False
+        if progress.is_main:
+            write(progress.run_dir, progress.cfg, progress.device, progress.world_size,
+                  resumed_from=progress.resumed_from, step=progress.step)
+
+    def on_eval_end(self, progress, metrics):
+        if self.said or "examples" not in metrics:
+            return
+        self.said = True
+        log.info(budget_note(progress.cfg.eval.max_examples, int(metrics["examples"])))
+        if progress.is_main:
+            update(progress.run_dir, eval_examples=int(metrics["examples"]))

@@ -1,0 +1,328 @@
+"""The training loop, one for every task: ``fit(cfg, task)`` is a setup block, then the loop.
+
+Every decision of the loop is in ``fit``, where it happens: k micro-steps make one optimizer
+step, log rows, evaluation with ``best.ckpt`` / ``last.ckpt``, periodic saves, and a stop (a
+signal, early stopping, a callback) at a step every rank agrees on. Helpers below say *how*
+(build, save, evaluate), never *when*. Callbacks see a read-only ``Progress``; this module
+imports none of them (``run/train.py`` adds the console, loggers and manifest).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from mindspore import nn
+
+from . import checkpoint, distributed, pipeline, runtime
+from .data import Batches
+from .ema import EMA, NoEMA, build_ema
+from .errors import ConfigError, Interrupted
+from .optim import build_optimizer, current_lr, lr_schedule
+from .resume import continued_config, continues_in_place, drop_rows_after, find_resume
+from .schema import Config
+from .signals import StopSignals
+from .step import TrainStep, build_train_step
+from .task import Capabilities, Comm, Data, Task
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class State:
+    """Everything about progress that a resumed run needs; saved in every checkpoint."""
+
+    step: int = 0  # optimizer steps done
+    epoch: int = 0
+    batch: int = 0  # micro-batches done in this epoch
+    best: float | None = None
+    evals_since_best: int = 0
+    skipped_steps: int = 0  # overflowed (fp16) steps whose update was skipped
+
+
+@dataclass
+class Run:
+    """What the setup built, and the loop's own record of the run (``history``)."""
+
+    cfg: Config
+    task: Task
+    comm: Comm
+    device: str
+    data: Data
+    batches: Batches
+    network: nn.Cell
+    optimizer: nn.Optimizer
+    schedule: Any
+    step_fn: TrainStep
+    total_steps: int
+    steps_per_epoch: int
+    ema: EMA | NoEMA = field(default_factory=NoEMA)  # train.ema: the average of the weights, or nothing
+    state: State = field(default_factory=State)
+    run_dir: Path | None = None
+    resumed_from: Path | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)  # every log row and evaluation
+    improved: bool = False  # the last evaluation was a new best
+    stop_requested: bool = False
+
+
+def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: Run | None = None
+        ) -> dict[str, Any]:
+    """Train, evaluate and checkpoint as ``cfg`` says; return the final metrics and where they went.
+    ``resume``: a checkpoint path, or ``auto`` (the newest ``last.ckpt`` under ``output.dir``)."""
+    # -- setup ---------------------------------------------------------------------------
+    run = run or setup(cfg, task, resume)
+    cfg, state, k = run.cfg, run.state, run.cfg.train.grad_accum_steps
+    global_batch = cfg.train.batch_size * k * run.comm.size
+    log.info(f"{task.name}: {run.total_steps} optimizer steps, global batch {global_batch} = {cfg.train.batch_size} "
+             f"x {k} accumulation x {run.comm.size} device(s) on {run.device}, "
+             f"{'jit' if cfg.train.jit else 'PyNative'}, amp {cfg.train.amp_level}; run dir {run.run_dir}")
+    progress = Progress(run)
+    hook = Hooks(run, [*callbacks], progress)
+    hook("on_train_begin")
+    losses, tick, evaluated_at, metrics = [], time.perf_counter(), -1, {}
+    stop_signal = None  # a signal every rank has agreed to stop on
+
+    # -- the loop: epochs of optimizer steps of k micro-steps ----------------------------
+    with StopSignals() as signals:
+        while state.step < run.total_steps and not run.stop_requested and stop_signal is None:
+            batches = run.batches.epoch(state.epoch, start=state.batch)
+            while state.batch // k < run.steps_per_epoch and state.step < run.total_steps:
+                for micro_step in range(k):  # gradients add up; the last micro-step updates
+                    loss, finite = run.step_fn(next(batches), apply=micro_step == k - 1)
+                    finite = bool(finite.asnumpy())  # read every step: keeps the host in step (step.py)
+                    losses.append(loss)
+                run.ema.update()  # train.ema: the average follows the weights
+                state.batch, state.step = state.batch + k, state.step + 1
+                state.skipped_steps += not finite
+
+                # A signal stops every rank at one step: ranks agree at log rows (one process at once).
+                if run.comm.size == 1 or state.step % cfg.train.log_every == 0:
+                    if distributed.any_rank(signals.received is not None, run.comm):
+                        stop_signal = signals.received or signal.SIGTERM
+                if state.step % cfg.train.log_every == 0 or state.step == run.total_steps:
+                    row, losses, tick = log_row(run, losses, tick), [], time.perf_counter()
+                    run.history.append({"kind": "train", **row})
+                    hook("on_step_end", row)
+                if cfg.train.save_every and state.step % cfg.train.save_every == 0:
+                    save(run, "last.ckpt", keep_step_copy=True)
+                if cfg.train.eval_every and state.step % cfg.train.eval_every == 0:
+                    metrics, evaluated_at = evaluate(run, hook), state.step
+                if run.stop_requested or stop_signal is not None:
+                    break
+            if state.batch // k == run.steps_per_epoch:  # the epoch is complete
+                hook("on_epoch_end", state.epoch)
+                state.epoch, state.batch = state.epoch + 1, 0
+                if not cfg.train.eval_every and not run.stop_requested:
+                    metrics, evaluated_at = evaluate(run, hook), state.step
+
+    # -- the end: a signal saves where it stopped and leaves; otherwise a final evaluation ----
+    if stop_signal is not None:
+        save(run, "last.ckpt")
+        log.info(f"stopped at step {state.step} of {run.total_steps}: saved {run.run_dir / 'last.ckpt'}; "
+                 f"continue with: python train.py --resume {run.run_dir / 'last.ckpt'}")
+        raise Interrupted(stop_signal)
+    if evaluated_at != state.step:
+        metrics = evaluate(run, hook)
+    save(run, "last.ckpt")
+    summary = {"run_dir": str(run.run_dir), "steps": state.step, "epochs": state.epoch,
+               "skipped_steps": state.skipped_steps, "best": state.best, "monitor": task.monitor_for(cfg), **metrics}
+    hook("on_train_end", summary)
+    return summary
+
+
+# -- setup ---------------------------------------------------------------------------------
+def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
+    """Device, ranks, data, model, optimizer and step; a resumed run's checkpoint, read once."""
+    resume_path = find_resume(cfg.output.dir, resume)
+    params, meta = checkpoint.read(resume_path, tasks=(cfg.task,)) if resume_path else (None, None)
+    if meta is not None:  # the run goes on with its own saved config (see resume.py)
+        cfg = continued_config(cfg, meta["config"], resume_path)
+    caps = task.capabilities(cfg)
+    check_capabilities(cfg, caps)
+    device = runtime.setup(cfg, distributed.local_rank())
+    comm = distributed.init()
+    if comm.size > 1 and not caps.distributed:
+        raise ConfigError(f"this {cfg.task} configuration cannot train data parallel"
+                          f"{f' ({caps.reason})' if caps.reason else ''}; run it as one process")
+    data = task.load_data(cfg)
+    batches = Batches(data.train, cfg.train.batch_size, cfg.seed, comm,
+                      workers=pipeline.resolve_workers(cfg.data.workers))
+    per_epoch = len(batches) // cfg.train.grad_accum_steps
+    if per_epoch == 0:
+        raise ConfigError(f"train.grad_accum_steps={cfg.train.grad_accum_steps} exceeds the "
+                          f"{len(batches)} batches in an epoch")
+
+    # Seed policy: splits, data order and sampled rows come from cfg.seed on every rank (one
+    # order, sharded by rank); the model is built under seed + rank, so each rank draws its own
+    # dropout masks (as nanoGPT offsets its seed), and starts from rank 0's initial weights.
+    runtime.seed_everything(cfg.seed + comm.rank, mindspore_only=True)
+    model = task.build_model(cfg, data.meta, comm)
+    distributed.copy_from_rank_0(model.network, comm)
+    total_steps = cfg.train.max_steps or cfg.train.epochs * per_epoch
+    schedule = lr_schedule(cfg.optim, total_steps)
+    optimizer = build_optimizer(cfg.optim, model.network.trainable_params(), schedule)
+    reducer = distributed.grad_reducer(optimizer.parameters, comm)
+    step_fn = build_train_step(model, optimizer, reducer, cfg.train, cfg.runtime.jit_level)
+    model.loss.set_train(True)
+    run = Run(cfg, task, comm, device, data, batches, model.network, optimizer, schedule, step_fn, total_steps,
+              per_epoch, ema=build_ema(model.network, cfg.train.ema), resumed_from=resume_path)
+
+    if resume_path is None:
+        task.warm_start(run.network, cfg)
+        run.run_dir = new_run_dir(cfg, comm.is_main)
+    else:
+        checkpoint.restore(params, run.network, optimizer, step_fn.scaler, *run.ema.holders)
+        run.ema.restored()  # the file's network names hold the average: the training weights back in
+        run.state = State(**{k: v for k, v in meta["state"].items() if k in State.__dataclass_fields__})
+        run.run_dir = resume_dir(run, resume_path)
+        log.info(f"resumed from {resume_path} at step {run.state.step} (epoch {run.state.epoch}); "
+                 f"writing to {run.run_dir}")
+        if any(isinstance(cell, nn.Dropout) and cell.p > 0 for _, cell in run.network.cells_and_names()):
+            warnings.warn("resuming with dropout > 0: the weights, optimizer and data continue exactly, the "
+                          "dropout masks do not (MindSpore 2.10 keeps a dropout kernel's generator position "
+                          "inside the compiled graph, where no checkpoint reaches it)", stacklevel=2)
+    if caps.grad_accum == "approximate" and cfg.train.grad_accum_steps > 1:
+        warnings.warn(f"train.grad_accum_steps={cfg.train.grad_accum_steps}: {caps.reason}", stacklevel=2)
+    return run
+
+
+def check_capabilities(cfg: Config, caps: Capabilities) -> None:
+    """Refuse, before any heavy work, engine features this task cannot use in this configuration."""
+    why = f" ({caps.reason})" if caps.reason else ""
+    if caps.grad_accum == "none" and cfg.train.grad_accum_steps > 1:
+        raise ConfigError(f"train.grad_accum_steps={cfg.train.grad_accum_steps} is not supported by "
+                          f"this {cfg.task} configuration{why}; set it to 1")
+    if not caps.amp and cfg.train.amp_level != "O0":
+        raise ConfigError(f"train.amp_level={cfg.train.amp_level} is not supported by this {cfg.task} "
+                          f"configuration{why}; use O0")
+    if not caps.amp and cfg.train.on_nonfinite == "skip":  # the same gradient check as AMP's
+        raise ConfigError(f"train.on_nonfinite=skip is not supported by this {cfg.task} configuration{why}; use stop")
+    if not caps.grad_clip and cfg.train.grad_clip is not None:
+        raise ConfigError(f"train.grad_clip is not supported by this {cfg.task} configuration{why}; set it to null")
+
+
+def new_run_dir(cfg: Config, is_main: bool) -> Path:
+    name = cfg.output.name or datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(cfg.output.dir) / name
+    if is_main:
+        if run_dir.exists() and any(run_dir.iterdir()):
+            raise ConfigError(f"run folder {run_dir} exists; pick another output.name "
+                              f"or pass --resume {run_dir}/last.ckpt")
+        run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
+def resume_dir(run: Run, path: Path) -> Path:
+    """A run folder's ``last.ckpt`` continues in that folder (log rows after its step go); any
+    other checkpoint (``best.ckpt``, ``step-N.ckpt``, a copy) in a new one, never over its run."""
+    if not continues_in_place(path):
+        output = run.cfg.output.model_copy(update={"name": None})
+        return new_run_dir(run.cfg.model_copy(update={"output": output}), run.comm.is_main)
+    if run.comm.is_main:
+        drop_rows_after(path.parent, run.state.step)
+    return path.parent
+
+
+# -- how the loop does what it does ----------------------------------------------------------
+def log_row(run: Run, losses: list, tick: float) -> dict[str, Any]:
+    """The log row of the steps since the last one: mean loss (over ranks), lr, throughput."""
+    steps = len(losses) / run.cfg.train.grad_accum_steps
+    global_batch = run.cfg.train.batch_size * run.cfg.train.grad_accum_steps * run.comm.size
+    loss = sum(float(loss.asnumpy()) for loss in losses) / len(losses)
+    return {"step": run.state.step, "epoch": run.state.epoch, "loss": distributed.mean(loss, run.comm),
+            "lr": current_lr(run.optimizer, run.schedule),
+            "samples_per_s": steps * global_batch / max(time.perf_counter() - tick, 1e-9),
+            "skipped_steps": run.state.skipped_steps, "loss_scale": float(run.step_fn.scaler.scale_value.asnumpy())}
+
+
+def evaluate(run: Run, hook: Hooks) -> dict[str, float]:
+    """Score the model (every rank the same one), then ``best.ckpt`` if it improved and ``last.ckpt``;
+    ``train.early_stop_patience`` evaluations without a new best stop the run."""
+    distributed.average_running_stats(run.network, run.comm)
+    run.network.set_train(False)
+    with run.ema.applied():  # train.ema: the average is what is scored
+        metrics = run.task.evaluate(run.network, run.data, run.cfg)
+    run.network.set_train(True)
+    state, mode = run.state, run.task.mode
+    value = metrics[run.task.monitor_for(run.cfg)]
+    better = state.best is None or (value > state.best if mode == "max" else value < state.best)
+    run.improved = distributed.any_rank(better, run.comm)  # best.ckpt is saved by all ranks together
+    state.best = value if run.improved else state.best
+    state.evals_since_best = 0 if run.improved else state.evals_since_best + 1
+    run.history.append({"kind": "eval", "step": state.step, "epoch": state.epoch, **metrics})
+    if run.improved:
+        save(run, "best.ckpt")
+    save(run, "last.ckpt")
+    patience = run.cfg.train.early_stop_patience
+    if patience and state.evals_since_best >= patience:
+        run.stop_requested = True
+    hook("on_eval_end", metrics)
+    return metrics
+
+
+def save(run: Run, name: str, keep_step_copy: bool = False) -> None:
+    """Write ``name`` in the run folder (rank 0; every rank averages the running statistics first).
+    ``keep_step_copy``: also ``step-<N>.ckpt``, keeping the newest ``train.keep_last``."""
+    distributed.average_running_stats(run.network, run.comm)
+    if not run.comm.is_main:
+        return
+    meta = {"format": 1, "state": asdict(run.state), "config": run.cfg.to_dict(), "task_meta": run.data.meta,
+            "template_commit": checkpoint.template_version(), "saved": datetime.now().isoformat(timespec="seconds")}
+    holders = [run.network, run.optimizer, run.step_fn.scaler, *run.ema.holders]
+    keep = run.cfg.train.keep_last
+    with run.ema.applied():  # train.ema: the network's names hold the average, ema.* the weights
+        checkpoint.save(run.run_dir / name, holders, meta)
+        if keep_step_copy and keep:
+            checkpoint.save(run.run_dir / f"step-{run.state.step:07d}.ckpt", holders, meta)
+    if keep_step_copy and keep:
+        for old in sorted(run.run_dir.glob("step-*.ckpt"))[:-keep]:
+            old.unlink()
+
+
+class Hooks:
+    """Calls a hook on every callback; a stop any rank's callback asked for is every rank's."""
+
+    def __init__(self, run: Run, callbacks: list, progress: Progress):
+        self.run, self.callbacks, self.progress = run, callbacks, progress
+
+    def __call__(self, name: str, *args) -> None:
+        for callback in self.callbacks:
+            method = getattr(callback, name, None)
+            if method is not None:
+                method(self.progress, *args)
+        self.run.stop_requested = distributed.any_rank(self.run.stop_requested, self.run.comm)
+
+
+class Progress:
+    """What a callback sees of the run: read-only, plus ``stop()`` to end it after this step."""
+
+    def __init__(self, run: Run):
+        self._run = run
+
+    cfg = property(lambda self: self._run.cfg)
+    step = property(lambda self: self._run.state.step)
+    epoch = property(lambda self: self._run.state.epoch)
+    total_steps = property(lambda self: self._run.total_steps)
+    best = property(lambda self: self._run.state.best)
+    evals_since_best = property(lambda self: self._run.state.evals_since_best)
+    improved = property(lambda self: self._run.improved, doc="the last evaluation was a new best")
+    history = property(lambda self: tuple(self._run.history))
+    run_dir = property(lambda self: self._run.run_dir)
+    resumed_from = property(lambda self: self._run.resumed_from)
+    device = property(lambda self: self._run.device)
+    rank = property(lambda self: self._run.comm.rank)
+    world_size = property(lambda self: self._run.comm.size)
+    is_main = property(lambda self: self._run.comm.is_main)
+    skipped_steps = property(lambda self: self._run.state.skipped_steps)
+    network = property(lambda self: self._run.network)  # e.g. to inspect or dump weights
+    parameters = property(lambda self: self._run.optimizer.parameters)  # what the optimizer updates
+    data = property(lambda self: self._run.data)
+
+    def stop(self) -> None:
+        self._run.stop_requested = True

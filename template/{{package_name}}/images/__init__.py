@@ -1,0 +1,2 @@
+"""Reading images (decode, folders and files streamed through mindspore.dataset, transforms):
+rendered only in projects whose task reads images."""

@@ -1,0 +1,72 @@
+"""Callbacks: the loop calls each hook of every callback, in order, with a read-only
+``Progress`` of the run (``engine/loop.py``); ``progress.stop()`` ends the run after this step.
+
+Built in: the progress bar (``console.py``), the metric loggers of ``output.loggers``
+(``loggers.py``), the curve plot, and ``run/``'s manifest and health watch. Add your own in
+config (``train.callbacks: ["my_module:MyCallback"]``, constructed without arguments) or pass
+instances to ``run.train.train``::
+
+    class StopAtLoss(Callback):
+        def on_step_end(self, progress, logs):
+            if logs["loss"] < 0.1:
+                progress.stop()
+
+Only rank 0 writes files; every rank runs the hooks (so all ranks stop together).
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from ..engine.errors import ConfigError
+
+
+class Callback:
+    """Every hook, doing nothing: override the ones you need."""
+
+    def on_train_begin(self, progress) -> None: ...
+    def on_step_end(self, progress, logs: dict[str, Any]) -> None: ...
+    def on_epoch_end(self, progress, epoch: int) -> None: ...
+    def on_eval_end(self, progress, metrics: dict[str, float]) -> None: ...
+    def on_train_end(self, progress, summary: dict[str, Any]) -> None: ...
+
+
+class CurvePlot(Callback):
+    """``curves.png``: train loss and every eval metric against optimizer steps."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+
+    def on_train_end(self, progress, summary):
+        if not progress.is_main or not progress.history:
+            return
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        train = [row for row in progress.history if row["kind"] == "train"]
+        evals = [row for row in progress.history if row["kind"] == "eval"]
+        names = [k for k in (evals[0] if evals else {}) if k not in ("kind", "step", "epoch", "examples")]
+        fig, axes = plt.subplots(1, 1 + len(names), figsize=(4 * (1 + len(names)), 3), squeeze=False)
+        axes[0, 0].plot([r["step"] for r in train], [r["loss"] for r in train])
+        axes[0, 0].set(title="train loss", xlabel="step")
+        for ax, name in zip(axes[0, 1:], names):
+            ax.plot([r["step"] for r in evals], [r[name] for r in evals], marker="o")
+            ax.set(title=f"eval {name}", xlabel="step")
+        fig.tight_layout()
+        fig.savefig(self.run_dir / "curves.png", dpi=100)
+        plt.close(fig)
+
+
+def load_user_callbacks(specs: list[str]) -> list[Callback]:
+    callbacks = []
+    for spec in specs:
+        module_name, _, class_name = spec.partition(":")
+        try:
+            callbacks.append(getattr(importlib.import_module(module_name), class_name)())
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ConfigError(f"train.callbacks: cannot load {spec!r} ({exc})") from None
+    return callbacks

@@ -1,0 +1,44 @@
+"""``train(cfg, resume=...)``: the training API: the core loop with the layers of a run around it.
+
+    from my_project.run.train import train
+    from my_project.tasks import load_config
+
+    summary = train(load_config("config/config.yaml", ["train.epochs=1"]), resume="auto")
+
+Around ``engine.loop.fit`` it adds the console and ``train.log``, the health watch,
+``manifest.json``, the metric loggers and curve plot of ``output.*``, and the user's callbacks
+(``train.callbacks``, then ``callbacks``). The config a resumed run trains with is its saved one
+(``engine/resume.py``): the layers are built from that.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..engine.loop import Run, fit, setup
+from ..engine.schema import Config
+from ..engine.task import Task
+from ..logs.callbacks import Callback, CurvePlot, load_user_callbacks
+from ..logs.console import ProgressBar, console
+from ..logs.loggers import build_loggers
+from ..logs.loggers import require as require_loggers
+from ..tasks import get_task
+from .manifest import Manifest
+from .watch import Watch
+
+
+def train(cfg: Config, resume: str | None = None, callbacks: list[Callback] = (), task: Task | None = None,
+          run: Run | None = None) -> dict[str, Any]:
+    """Train as ``cfg`` says (``resume``: a checkpoint, or ``auto``); return the final metrics.
+    ``run``: one already set up (``engine.loop.setup``), e.g. to look at its model first."""
+    require_loggers(cfg.output.loggers)  # before any heavy work
+    task = task or (run.task if run else get_task(cfg.task))
+    with console() as screen:
+        run = run or setup(cfg, task, resume)
+        cfg = run.cfg
+        layers = [Watch(), ProgressBar(screen), Manifest()]
+        if cfg.output.plot:
+            layers.append(CurvePlot(run.run_dir))
+        # Loggers after the files they may upload at the end (mlflow: checkpoints, curves).
+        layers += build_loggers(cfg.output.loggers, run.run_dir)
+        return fit(cfg, task, callbacks=[*layers, *load_user_callbacks(cfg.train.callbacks), *callbacks], run=run)
