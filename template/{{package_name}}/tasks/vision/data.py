@@ -97,8 +97,8 @@ def read_examples(cfg) -> tuple[str, np.ndarray, np.ndarray, list[str]]:
 def train_recipe(cfg, meta: dict) -> Recipe:
     """The augmentation of this run's training images (``meta["augment"]``: data.augment resolved;
     a folder's images come at the eval resize, an .npz's at image_size)."""
-    files = not meta["data_path"].endswith(".npz")
-    base = round(meta["image_size"] / meta["eval_crop"]) if files else meta["image_size"]
+    files = not str(meta.get("data_path") or "").endswith(".npz")  # a meta built in code may lack the keys
+    base = round(meta["image_size"] / meta.get("eval_crop", 1.0)) if files else meta["image_size"]
     return Recipe.of(cfg, meta.get("augment", "none"), base, files)
 
 
