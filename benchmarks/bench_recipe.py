@@ -74,7 +74,7 @@ def worker(folder: str, seconds: float, seed: int, overrides: list[str]) -> dict
     """Runs inside the generated project: the step time, then one budgeted run; its held-out accuracy."""
     sys.path.insert(0, os.getcwd())
     from vision.logs.callbacks import Callback
-    from vision.engine.config import load_config
+    from vision.tasks import load_config
     from vision.run.train import train
 
     class StepTime(Callback):
