@@ -40,8 +40,8 @@ def worker(folder: str, workers: int, path: str) -> dict:
     import numpy as np
     from vision.engine import pipeline, runtime
     from vision.engine.arrays import compiled
-    from vision.tasks import load_config
     from vision.images.files import ImageFiles, ImageTransform
+    from vision.tasks import load_config
     from vision.tasks.vision.augment import Augment, Recipe
     from vision.tasks.vision.data import AugmentedFiles, list_folder
 

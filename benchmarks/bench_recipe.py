@@ -74,8 +74,8 @@ def worker(folder: str, seconds: float, seed: int, overrides: list[str]) -> dict
     """Runs inside the generated project: the step time, then one budgeted run; its held-out accuracy."""
     sys.path.insert(0, os.getcwd())
     from vision.logs.callbacks import Callback
-    from vision.tasks import load_config
     from vision.run.train import train
+    from vision.tasks import load_config
 
     class StepTime(Callback):
         def on_step_end(self, progress, logs):
