@@ -22,6 +22,7 @@ from mindspore import nn
 
 from . import checkpoint, distributed, pipeline, runtime
 from .data import Batches
+from .ema import EMA, NoEMA, build_ema
 from .errors import ConfigError, Interrupted
 from .optim import build_optimizer, current_lr, lr_schedule
 from .resume import continued_config, continues_in_place, drop_rows_after, find_resume
@@ -61,6 +62,7 @@ class Run:
     step_fn: TrainStep
     total_steps: int
     steps_per_epoch: int
+    ema: EMA | NoEMA = field(default_factory=NoEMA)  # train.ema: the average of the weights, or nothing
     state: State = field(default_factory=State)
     run_dir: Path | None = None
     resumed_from: Path | None = None
@@ -95,6 +97,7 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
                     loss, finite = run.step_fn(next(batches), apply=micro_step == k - 1)
                     finite = bool(finite.asnumpy())  # read every step: keeps the host in step (step.py)
                     losses.append(loss)
+                run.ema.update()  # train.ema: the average follows the weights
                 state.batch, state.step = state.batch + k, state.step + 1
                 state.skipped_steps += not finite
 
@@ -168,13 +171,14 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
     step_fn = build_train_step(model, optimizer, reducer, cfg.train, cfg.runtime.jit_level)
     model.loss.set_train(True)
     run = Run(cfg, task, comm, device, data, batches, model.network, optimizer, schedule, step_fn, total_steps,
-              per_epoch, resumed_from=resume_path)
+              per_epoch, ema=build_ema(model.network, cfg.train.ema), resumed_from=resume_path)
 
     if resume_path is None:
         task.warm_start(run.network, cfg)
         run.run_dir = new_run_dir(cfg, comm.is_main)
     else:
-        checkpoint.restore(params, run.network, optimizer, step_fn.scaler)
+        checkpoint.restore(params, run.network, optimizer, step_fn.scaler, *run.ema.holders)
+        run.ema.restored()  # the file's network names hold the average: the training weights back in
         run.state = State(**{k: v for k, v in meta["state"].items() if k in State.__dataclass_fields__})
         run.run_dir = resume_dir(run, resume_path)
         log.info(f"resumed from {resume_path} at step {run.state.step} (epoch {run.state.epoch}); "
@@ -242,7 +246,8 @@ def evaluate(run: Run, hook: Hooks) -> dict[str, float]:
     ``train.early_stop_patience`` evaluations without a new best stop the run."""
     distributed.average_running_stats(run.network, run.comm)
     run.network.set_train(False)
-    metrics = run.task.evaluate(run.network, run.data, run.cfg)
+    with run.ema.applied():  # train.ema: the average is what is scored
+        metrics = run.task.evaluate(run.network, run.data, run.cfg)
     run.network.set_train(True)
     state, mode = run.state, run.task.mode
     value = metrics[run.task.monitor_for(run.cfg)]
@@ -269,11 +274,13 @@ def save(run: Run, name: str, keep_step_copy: bool = False) -> None:
         return
     meta = {"format": 1, "state": asdict(run.state), "config": run.cfg.to_dict(), "task_meta": run.data.meta,
             "template_commit": checkpoint.template_version(), "saved": datetime.now().isoformat(timespec="seconds")}
-    holders = [run.network, run.optimizer, run.step_fn.scaler]
-    checkpoint.save(run.run_dir / name, holders, meta)
+    holders = [run.network, run.optimizer, run.step_fn.scaler, *run.ema.holders]
     keep = run.cfg.train.keep_last
+    with run.ema.applied():  # train.ema: the network's names hold the average, ema.* the weights
+        checkpoint.save(run.run_dir / name, holders, meta)
+        if keep_step_copy and keep:
+            checkpoint.save(run.run_dir / f"step-{run.state.step:07d}.ckpt", holders, meta)
     if keep_step_copy and keep:
-        checkpoint.save(run.run_dir / f"step-{run.state.step:07d}.ckpt", holders, meta)
         for old in sorted(run.run_dir.glob("step-*.ckpt"))[:-keep]:
             old.unlink()
 

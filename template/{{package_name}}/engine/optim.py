@@ -39,7 +39,7 @@ def build_optimizer(cfg: Optim, params: list[ms.Parameter], schedule: np.ndarray
     if cfg.name == "sgd":
         return nn.SGD(groups, learning_rate=lr)
     if cfg.name == "momentum":
-        return nn.Momentum(groups, learning_rate=lr, momentum=cfg.momentum)
+        return nn.Momentum(groups, learning_rate=lr, momentum=cfg.momentum, use_nesterov=cfg.nesterov)
     # lazy_adam updates only the embedding rows a sparse gradient touches (and their moments).
     return nn.Adam(groups, learning_rate=lr, use_lazy=cfg.name == "lazy_adam")
 

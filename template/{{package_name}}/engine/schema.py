@@ -66,6 +66,9 @@ class Train(Section):
     save_every: int | None = Field(None, gt=0)  # optimizer steps between last.ckpt saves; null = at evaluations
     keep_last: int = Field(0, ge=0)  # also keep the N newest step-<N>.ckpt files of save_every
     on_nonfinite: Literal["stop", "skip"] = "stop"  # fp32 NaN/inf: stop naming the step, or skip the update
+    # Decay of an exponential moving average of the weights, evaluated, saved as best.ckpt and
+    # exported instead of them (engine/ema.py); null = off. Must be in (0, 1), e.g. 0.999.
+    ema: float | None = Field(None, gt=0, lt=1)
     callbacks: list[str] = []  # "module:Class" user callbacks, see logs/callbacks.py
 
 
@@ -82,6 +85,7 @@ class Optim(Section):
     lr: float = Field(1e-3, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     momentum: float = Field(0.9, ge=0, lt=1)
+    nesterov: bool = False  # momentum optimizer: Nesterov's variant
     schedule: Literal["constant", "step", "cosine"] = "constant"
     warmup_steps: int = Field(0, ge=0)
     min_lr_ratio: float = Field(0.0, ge=0, le=1)  # cosine floor, as a fraction of lr

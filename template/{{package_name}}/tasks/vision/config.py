@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
-from ...engine.schema import Config, DataSection, Section
+from ...engine.schema import Config, DataSection, Section, Train
 from .vit_layout import vit_sizes
 
 
@@ -15,10 +15,21 @@ class DataConfig(DataSection):
     image_size: int = Field(8, gt=0)  # images are resized to image_size x image_size
     channels: Literal[1, 3] = 1  # 1: grayscale, 3: RGB
     eval_fraction: float = Field(0.2, gt=0, lt=1)  # held out for evaluation (stratified)
-    # Train-time augmentation of an image folder (an .npz is never augmented): a random resized
-    # crop (+ horizontal flip). auto = crop_flip; use crop where a flip changes the class (digits, text).
+    # Train-time augmentation (augment.py, on the device, drawn from (seed, epoch, image)): a random
+    # resized crop (+ horizontal flip). auto = crop_flip for a folder, none for an .npz; use crop
+    # where a flip changes the class (digits, text).
     augment: Literal["auto", "none", "crop", "crop_flip"] = "auto"
     min_crop: float = Field(0.25, gt=0, le=1)  # smallest random crop, as a fraction of the image area
+    auto_augment: Literal["none", "randaugment", "trivialaugment"] = "none"  # torchvision's op sets (no Equalize)
+    auto_augment_magnitude: int = Field(9, ge=0, le=30)  # randaugment: magnitude bin of 31 (torchvision: 9)
+    color_jitter: float = Field(0.0, ge=0, le=1)  # brightness, contrast, saturation factors in [1 - j, 1 + j]
+    random_erase: float = Field(0.0, ge=0, le=1)  # probability of erasing a random rectangle (to the mean)
+    # Mixing pairs of images per batch (the batch with itself reversed, as timm): Beta(alpha, alpha)
+    # weights; null = off. Targets mix with the same weight (a cutmix weight is its box's area).
+    mixup: PositiveFloat | None = None  # mixup alpha (timm: 0.8)
+    cutmix: PositiveFloat | None = None  # cutmix alpha (timm: 1.0)
+    mix_prob: float = Field(1.0, ge=0, le=1)  # probability that a batch is mixed at all
+    mix_switch_prob: float = Field(0.5, ge=0, le=1)  # both on: probability of cutmix instead of mixup
     # Evaluation of image files (and training with augment none): resize the shorter side to
     # round(image_size / eval_crop), keep the centre image_size square (torchvision/timm: 0.875).
     eval_crop: float = Field(0.875, gt=0, le=1)
@@ -47,6 +58,7 @@ class ModelConfig(Section):
     blocks_per_stage: int = Field(1, gt=0)  # small_cnn
     norm: Literal["group", "batch"] = "group"  # small_cnn; group: accumulation/data parallel exact
     dropout: float = Field(0.0, ge=0, lt=1)
+    drop_path: float = Field(0.0, ge=0, lt=1)  # resnet*: stochastic depth of the last block (timm: 0.05-0.1)
     pretrained: str | None = None  # checkpoint to start from (backbone weights)
     freeze_backbone: bool = False  # fine-tune only the classifier head
     # Convolutions whose weight gradient is a forward convolution (fast_conv.py; same weights and
@@ -61,7 +73,12 @@ class ModelConfig(Section):
     vit_mlp_dim: PositiveInt | None = None
 
 
+class TrainConfig(Train):
+    label_smoothing: float = Field(0.0, ge=0, lt=1)  # target = (1 - e) * one-hot + e / classes (timm: 0.1)
+
+
 class TaskConfig(Config):
+    train: TrainConfig = TrainConfig()
     data: DataConfig = DataConfig()
     model: ModelConfig = ModelConfig()
 

@@ -1,9 +1,13 @@
 """Vision data: an ImageFolder listed and streamed, or an .npz held in memory; split and normalised.
 
-An ImageFolder is only listed here (paths + labels): files are decoded, augmented, resized
-and normalised batch by batch in ``mindspore.dataset`` workers (``images/files.py``),
-so memory does not grow with the number of images. An ``.npz`` (e.g. the embedded digits) is
+An ImageFolder is only listed here (paths + labels): files are decoded, resized and
+normalised batch by batch in ``mindspore.dataset`` workers (``images/files.py``), so
+memory does not grow with the number of images. An ``.npz`` (e.g. the embedded digits) is
 small: it is decoded once and batched from memory, the fastest path for small data.
+
+Augmented training (``augment.py``): both kinds hand the train step raw images in [0, 1] (a
+folder's at the shorter side ``round(image_size / eval_crop)``, centre square) plus one row of
+augmentation numbers per image, drawn from (seed, epoch, index); the step augments them.
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ import numpy as np
 
 from ...engine import checkpoint
 from ...engine.arrays import normalise, stratified_split
-from ...engine.errors import ConfigError, DataError
+from ...engine.errors import DataError
 from ...engine.pipeline import resolve_workers
 from ...engine.task import Data
 from ...images.decode import IMAGE_SUFFIXES, read_npz
 from ...images.files import STREAM_SUFFIXES, ImageFiles, ImageTransform, statistics
+from .augment import Recipe
 
 
 def load_data(cfg) -> Data:
@@ -33,14 +38,24 @@ def load_data(cfg) -> Data:
     else:  # an image folder, listed: streamed and transformed batch by batch
         mean, std = normalisation(cfg, lambda: statistics(examples[train_idx], d.image_size, d.channels, d.stats_sample,
                                                           cfg.seed, resolve_workers(d.workers), d.eval_crop))
+    augment = d.augment if d.augment != "auto" else "none" if kind == "image" else "crop_flip"
     meta = {"classes": classes, "image_size": d.image_size, "channels": d.channels, "mean": mean, "std": std,
-            "eval_crop": d.eval_crop, "data_path": d.path}
+            "eval_crop": d.eval_crop, "data_path": d.path, "augment": augment}
+    recipe = train_recipe(cfg, meta)
     if kind == "image":
-        train = {"image": normalise(images[train_idx], meta), "label": labels[train_idx]}
+        # On the device, raw [0, 1] images; else normalised here once.
+        train_images = images[train_idx] if recipe.on_device else normalise(images[train_idx], meta)
+        train = {"image": train_images, "label": labels[train_idx]}
+        if recipe.active:  # + a row of augmentation numbers per image
+            train = AugmentedArrays(train_images, labels[train_idx], recipe)
     else:
-        augment = "crop_flip" if d.augment == "auto" else d.augment
-        train = ImageFiles(examples[train_idx], {"label": labels[train_idx]},
-                           ImageTransform.of(meta, augment=augment, min_crop=d.min_crop, seed=cfg.seed))
+        if recipe.on_device:  # the shorter side to base, centre square, raw [0, 1]: Augment does the rest
+            transform = ImageTransform(recipe.base, d.channels, eval_crop=1.0)
+        else:  # crop + flip (if any) in the pipeline, as the eval transform otherwise
+            transform = ImageTransform.of(meta, augment=augment, min_crop=d.min_crop, seed=cfg.seed)
+        train = ImageFiles(examples[train_idx], {"label": labels[train_idx]}, transform)
+        if recipe.active:
+            train = AugmentedFiles(train, recipe)
     # Eval stays raw (images in [0, 1], or a listing): evaluate() prepares it with the meta in
     # force, which is the training run's own when eval.py scores a checkpoint on other data.
     return Data(train=train, eval={kind: examples[eval_idx], "label": labels[eval_idx]}, meta=meta)
@@ -74,12 +89,52 @@ def read_examples(cfg) -> tuple[str, np.ndarray, np.ndarray, list[str]]:
     if path.is_dir():
         return ("file", *list_folder(path))
     if path.suffix == ".npz" and path.is_file():
-        if cfg.data.augment in ("crop", "crop_flip"):
-            raise ConfigError(f"data.augment={cfg.data.augment}: augmentation applies to image folders, "
-                              f"not to an .npz ({path}); set data.augment=auto")
         images, labels = read_npz(path, cfg.data.image_size, cfg.data.channels)
         return "image", images, labels, [str(c) for c in range(int(labels.max()) + 1)]
     raise DataError(f"data.path={cfg.data.path!r}: expected an .npz file or an image folder")
+
+
+def train_recipe(cfg, meta: dict) -> Recipe:
+    """The augmentation of this run's training images (``meta["augment"]``: data.augment resolved;
+    a folder's images come at the eval resize, an .npz's at image_size)."""
+    files = not str(meta.get("data_path") or "").endswith(".npz")  # a meta built in code may lack the keys
+    base = round(meta["image_size"] / meta.get("eval_crop", 1.0)) if files else meta["image_size"]
+    return Recipe.of(cfg, meta.get("augment", "none"), base, files)
+
+
+class AugmentedFiles:
+    """An ``ImageFiles`` with the augmentation row as a last column. When the device augments,
+    the files decode to raw [0, 1] base squares: a pipeline of C++ ops only (it scales with workers)."""
+
+    def __init__(self, files: ImageFiles, recipe: Recipe):
+        self.files, self.recipe = files, recipe
+        self.columns, self.outputs = (*files.columns, "augment"), (*files.outputs, "augment")
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def read(self, index: int, epoch: int) -> tuple[np.ndarray, ...]:
+        return (*self.files.read(index, epoch), self.recipe.draw(index, epoch))
+
+    def operations(self) -> list:
+        return self.files.operations()
+
+    def check(self, index: int) -> None:
+        self.files.check(index)
+
+
+class AugmentedArrays:
+    """Decoded images (an .npz; raw when the device augments) with their augmentation rows: a ``TrainSource``."""
+
+    def __init__(self, images: np.ndarray, labels: np.ndarray, recipe: Recipe):
+        self.images, self.labels, self.recipe = images, labels, recipe
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def take(self, indices: np.ndarray, epoch: int) -> tuple[np.ndarray, ...]:
+        rows = np.stack([self.recipe.draw(int(i), epoch) for i in indices])
+        return self.images[indices], self.labels[indices], rows
 
 
 def labels_by_name(labels: np.ndarray, classes: list[str], known: list[str], path: str) -> np.ndarray:

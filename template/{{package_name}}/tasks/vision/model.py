@@ -24,7 +24,7 @@ def build_backbone(model_cfg, channels: int, image_size: int) -> nn.Cell:
     conv = conv_class(model_cfg.fast_conv)
     if model_cfg.arch == "small_cnn":
         return SmallCNN(channels, image_size, model_cfg.widths, model_cfg.blocks_per_stage, model_cfg.norm, conv)
-    return ResNet(model_cfg.arch, channels, conv)
+    return ResNet(model_cfg.arch, channels, conv, model_cfg.drop_path)
 
 
 class Classifier(nn.Cell):

@@ -6,6 +6,10 @@ table (``convert_weights.py``), not code per layer.
 BatchNorm, as published: its statistics come from each micro-batch, so gradient accumulation
 and data parallelism are approximate (the task says so when you use them).
 
+``drop_path`` (``model.drop_path``): stochastic depth (Huang et al. 2016, as timm): in training,
+each block's residual branch is dropped for a whole image with a probability rising linearly
+from 0 at the first block to ``drop_path`` at the last, and scaled by 1 / keep otherwise.
+
 ``conv``: the convolution class, ``nn.Conv2d`` or ``fast_conv.FastConv2d`` (same parameter
 names, faster backward on CPU; ``model.fast_conv``).
 """
@@ -28,8 +32,9 @@ class BasicBlock(nn.Cell):
 
     expansion = 1
 
-    def __init__(self, in_ch: int, width: int, stride: int, cls=nn.Conv2d):
+    def __init__(self, in_ch: int, width: int, stride: int, cls=nn.Conv2d, drop: float = 0.0):
         super().__init__()
+        self.drop_path = DropPath(drop)
         self.conv1, self.bn1 = conv(in_ch, width, 3, stride, cls), nn.BatchNorm2d(width)
         self.conv2, self.bn2 = conv(width, width, 3, 1, cls), nn.BatchNorm2d(width)
         self.relu = nn.ReLU()
@@ -38,7 +43,7 @@ class BasicBlock(nn.Cell):
     def construct(self, x):
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
-        return self.relu(out + self.downsample(x))
+        return self.relu(self.drop_path(out) + self.downsample(x))
 
 
 class Bottleneck(nn.Cell):
@@ -46,8 +51,9 @@ class Bottleneck(nn.Cell):
 
     expansion = 4
 
-    def __init__(self, in_ch: int, width: int, stride: int, cls=nn.Conv2d):
+    def __init__(self, in_ch: int, width: int, stride: int, cls=nn.Conv2d, drop: float = 0.0):
         super().__init__()
+        self.drop_path = DropPath(drop)
         out_ch = width * self.expansion
         self.conv1, self.bn1 = conv(in_ch, width, 1, 1, cls), nn.BatchNorm2d(width)
         self.conv2, self.bn2 = conv(width, width, 3, stride, cls), nn.BatchNorm2d(width)
@@ -59,7 +65,24 @@ class Bottleneck(nn.Cell):
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.relu(self.bn2(self.conv2(out)))
         out = self.bn3(self.conv3(out))
-        return self.relu(out + self.downsample(x))
+        return self.relu(self.drop_path(out) + self.downsample(x))
+
+
+class DropPath(nn.Cell):
+    """A residual branch kept per image with probability 1 - ``p`` (scaled by 1 / keep) in
+    training; the identity in evaluation and export. Its masks come from MindSpore's generator,
+    like dropout's: a resumed run does not redraw them exactly."""
+
+    def __init__(self, p: float = 0.0):
+        super().__init__()
+        self.p = p
+
+    def construct(self, x):  # (B, C, H, W)
+        if not self.training or self.p == 0:
+            return x
+        keep = 1 - self.p
+        mask = ops.floor(keep + ops.rand((x.shape[0], 1, 1, 1), dtype=x.dtype))  # 1 with probability keep
+        return x * mask / keep
 
 
 def shortcut(in_ch: int, out_ch: int, stride: int, cls=nn.Conv2d) -> nn.Cell:
@@ -81,9 +104,10 @@ class ResNet(nn.Cell):
     """Everything but torchvision's ``fc``: (B, C, H, W) -> pooled features (B, out_features).
     Any input size works (global average pooling); the published weights saw 224x224."""
 
-    def __init__(self, arch: str, channels: int = 3, conv_cls=nn.Conv2d):
+    def __init__(self, arch: str, channels: int = 3, conv_cls=nn.Conv2d, drop_path: float = 0.0):
         super().__init__()
         block, depths = ARCHS[arch]
+        drops = iter([drop_path * i / max(sum(depths) - 1, 1) for i in range(sum(depths))])
         self.conv1, self.bn1 = conv(channels, 64, 7, 2, conv_cls), nn.BatchNorm2d(64)
         self.relu = nn.ReLU()
         self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2)  # after a 1-pixel zero pad, see construct
@@ -91,7 +115,7 @@ class ResNet(nn.Cell):
         for stage, (width, depth) in enumerate(zip((64, 128, 256, 512), depths)):
             blocks = []
             for i in range(depth):
-                blocks.append(block(in_ch, width, 2 if stage > 0 and i == 0 else 1, conv_cls))
+                blocks.append(block(in_ch, width, 2 if stage > 0 and i == 0 else 1, conv_cls, next(drops)))
                 in_ch = width * block.expansion
             stages.append(nn.SequentialCell(blocks))
         self.layer1, self.layer2, self.layer3, self.layer4 = stages

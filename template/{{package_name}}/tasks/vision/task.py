@@ -11,8 +11,10 @@ from ...engine.errors import CheckpointError, DataError
 from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from ...images.files import predict_files
+from .augment import Augment
 from .config import ModelConfig
-from .data import load_data, load_eval_data
+from .data import load_data, load_eval_data, train_recipe
+from .mixing import RecipeLoss
 from .model import ClassificationLoss, Classifier, build_backbone
 from .vit_layout import vit_sizes
 
@@ -22,7 +24,18 @@ def build_model(cfg, meta: dict, comm: Comm) -> Model:
     network = Classifier(backbone, len(meta["classes"]), cfg.model.dropout)
     if cfg.model.freeze_backbone:
         network.freeze_backbone()
-    return Model(network=network, loss=ClassificationLoss(network))
+    return Model(network=network, loss=build_loss(network, cfg, meta))
+
+
+def build_loss(network: Classifier, cfg, meta: dict) -> nn.Cell:
+    """Plain cross-entropy (one fused kernel), or the recipe's loss when training images are
+    augmented on the device, mixed or their labels smoothed (``augment.py``, ``mixing.py``)."""
+    recipe = train_recipe(cfg, meta)
+    if not recipe.active and not cfg.train.label_smoothing:
+        return ClassificationLoss(network)
+    augment = Augment(recipe, meta["mean"], meta["std"]) if recipe.on_device else None
+    return RecipeLoss(network, len(meta["classes"]), cfg.train.label_smoothing, augment, recipe.mixing,
+                      meta["image_size"])
 
 
 def warm_start(network: Classifier, cfg) -> None:
@@ -85,10 +98,14 @@ def exports(network: nn.Cell, meta: dict, cfg) -> dict:
 
 
 def capabilities(cfg) -> Capabilities:
+    reasons = []
     if cfg.model.arch.startswith("resnet") or cfg.model.norm == "batch" and cfg.model.arch == "small_cnn":
-        return Capabilities(grad_accum="approximate",
-                            reason="BatchNorm statistics come from each micro-batch (and, under msrun, "
-                                   "each rank's batch), not the whole batch")
+        reasons.append("BatchNorm statistics come from each micro-batch (and, under msrun, each rank's batch), "
+                       "not the whole batch")
+    if (cfg.data.mixup is not None or cfg.data.cutmix is not None) and cfg.data.mix_prob > 0:
+        reasons.append("mixup/cutmix pair images within each micro-batch (and rank), not across the whole batch")
+    if reasons:
+        return Capabilities(grad_accum="approximate", reason="; ".join(reasons))
     return Capabilities()
 
 

@@ -1,0 +1,89 @@
+"""An exponential moving average of the weights (``train.ema``: its decay; null = off).
+
+After every optimizer step ``shadow = decay * shadow + (1 - decay) * weights``, over every
+parameter of the network, BatchNorm statistics included (as timm's ``ModelEmaV2``). The
+average is what is evaluated, picked as ``best.ckpt`` and exported: the loop swaps it into the
+network for evaluations and saves (``applied``). So a checkpoint's network names carry the
+average, and every reader of a checkpoint (``eval.py``, ``export.py``, inference,
+``model.pretrained``) uses it without knowing about EMA; the training weights are saved beside
+it as ``ema.<name>``, and resume swaps them back (``restored``): the run continues exactly.
+
+A decay d averages over about 1 / (1 - d) steps: with few steps, take a smaller one
+(0.999 for thousands of steps, 0.9998 for ImageNet-length runs as timm).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import mindspore as ms
+from mindspore import nn, ops
+
+
+def build_ema(network: nn.Cell, decay: float | None) -> EMA | NoEMA:
+    return EMA(network, decay) if decay is not None else NoEMA()
+
+
+class EMA:
+    def __init__(self, network: nn.Cell, decay: float):
+        self.weights = ms.ParameterTuple(network.get_parameters())
+        self.holders = (Shadow(self.weights),)  # what a checkpoint saves of it
+        self.shadow = self.holders[0].shadow
+        self.decay = decay
+        self.hyper_map = ops.HyperMap()
+        self._update = ms.jit(self._average)
+
+    def update(self) -> None:
+        """After an optimizer step: move the average towards the weights."""
+        self._update()
+
+    def _average(self):
+        return self.hyper_map(ops.partial(_towards, self.decay), self.shadow, self.weights)
+
+    def swap(self) -> None:
+        """Exchange the network's weights and the average."""
+        for weight, average in zip(self.weights, self.shadow):
+            kept = weight.value().copy()
+            ops.assign(weight, average)
+            ops.assign(average, kept)
+
+    @contextmanager
+    def applied(self):
+        """The average in the network (and the training weights in ``ema.*``) while inside."""
+        self.swap()
+        try:
+            yield
+        finally:
+            self.swap()
+
+    def restored(self) -> None:
+        """After loading a checkpoint (the average in the network): training weights back in."""
+        self.swap()
+
+
+def _towards(decay, average, weight):
+    return ops.assign(average, average * decay + weight * (1 - decay))
+
+
+class Shadow(nn.Cell):
+    """The averaged copies, named ``ema.<parameter name>``."""
+
+    def __init__(self, weights: ms.ParameterTuple):
+        super().__init__(auto_prefix=False)
+        self.shadow = weights.clone(prefix="ema", init="same")
+
+
+class NoEMA:
+    """``train.ema: null``: every operation does nothing (one code path in the loop)."""
+
+    holders = ()
+
+    def update(self) -> None:
+        pass
+
+    @contextmanager
+    def applied(self):
+        yield
+
+    def restored(self) -> None:
+        pass
