@@ -127,7 +127,8 @@ def fill(network, folder: Path, tied: bool) -> None:
 def convert(src: str, out: str, *, config: str, verify_logits: bool, tokenizer: str | None,
             block_size: int | None) -> dict:
     """The Llama-family branch of ``convert_weights.convert``."""
-    from ...engine import runtime, weights
+    from ...deploy import weights
+    from ...engine import runtime
     from ...engine.task import Comm
     from ...tasks import load_config
     from .task import build_model
