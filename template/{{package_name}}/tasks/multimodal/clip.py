@@ -98,4 +98,3 @@ def clip_meta(path: str) -> dict:
         raise DataError(f"model.pretrained={path}: not an imported CLIP (no tokenizer in it); "
                         "model.text_tower: clip needs one")
     return {key: saved[key] for key in ("tokenizer", "eos_id", "vocab_size")}
-
