@@ -90,12 +90,12 @@ def test_generated_tree_is_clean(tmp_path, task):
     files = tree(project)
     assert not [f for f in files if JUNK.search(f)], "junk files"
     assert not [f for f in files if "{{" in f or "{%" in f], "unrendered paths"
-    # The task's own folder, plus the modules of other tasks its facts say it borrows (e.g. the
-    # multimodal towers' archs), never those tasks' __init__.py (the registry must not list them).
-    borrowed = {f"{package}/tasks/{path}" for path in getattr(task_facts(task), "borrows", [])}
-    others = {f for f in files if f.startswith(f"{package}/tasks/") and f.count("/") > 2}
-    assert {f.split("/")[2] for f in others - borrowed} == {task}
-    assert borrowed <= others
+    # Only the task's own folder; of models/ exactly the modules its facts name (none: no folder).
+    tasks = {f.split("/")[2] for f in files if f.startswith(f"{package}/tasks/") and f.count("/") > 2}
+    assert tasks == {task}
+    models = {f.removeprefix(f"{package}/models/") for f in files if f.startswith(f"{package}/models/")}
+    named = getattr(task_facts(task), "models", [])
+    assert models == ({"__init__.py", *named} if named else set())
     scripts = {f for f in files if "/" not in f and f.endswith(".py")}
     # Besides the shared four: the task's own command and its weight importer, if its facts name them.
     facts = task_facts(task)

@@ -62,6 +62,7 @@ def test_resume_from_missing_or_corrupt_checkpoint(tmp_path):
     assert corrupt.read_bytes() == b"\x00garbage"
 
 
+@pytest.mark.slow
 def test_chosen_logger_not_installed_names_the_extra(tmp_path):
     stubs = tmp_path / "stubs"  # packages whose import fails, as if not installed
     for module in ("tensorboardX", "mlflow"):

@@ -1,4 +1,4 @@
-"""CLIP's towers (Radford et al. 2021) on the vision task's ViT blocks (``tasks/vision/vit.py``),
+"""CLIP's towers (Radford et al. 2021) on the ViT blocks of ``models/vit.py``,
 and CLIP's byte-level BPE tokenizer (its ``tokenizer.json``, run by Hugging Face ``tokenizers``).
 
 ``model.image_tower: vit``: the ViT with CLIP's choices (a LayerNorm after the positions,
@@ -20,7 +20,7 @@ from mindspore import Parameter, nn, ops
 from mindspore.common.initializer import Normal, initializer
 
 from ...engine.errors import DataError
-from ..vision.vit import VisionTransformer, encoder_layers
+from ...models.vit import VisionTransformer, encoder_layers
 
 CLIP_EPS = 1e-5  # CLIP's LayerNorm epsilon
 

@@ -24,8 +24,8 @@ class DataConfig(DataSection):
 
 class ModelConfig(Section):
     embed_dim: int = Field(64, gt=0)  # size of the shared image-text space
-    # mlp, cnn: this task's own; small_cnn, resnet*: the vision task's backbones + a projection;
-    # vit: CLIP's ViT (tasks/vision/vit.py blocks, clip.py), importable from Hugging Face CLIPModel files
+    # mlp, cnn: this task's own; small_cnn, resnet*: the registry's backbones (models/) + a projection;
+    # vit: CLIP's ViT (models/vit.py blocks, clip.py), importable from Hugging Face CLIPModel files
     image_tower: Literal["mlp", "cnn", "small_cnn", "resnet18", "resnet34", "resnet50", "vit"] = "mlp"
     image_widths: list[PositiveInt] = Field([256, 256], min_length=1)  # mlp: hidden widths; cnn, small_cnn: channels
     # bag of words + MLP | the LM's Transformer blocks | clip: CLIP's text transformer and BPE tokenizer
@@ -41,8 +41,8 @@ class ModelConfig(Section):
     vit_width: PositiveInt = 64  # vit: model width (its MLP: 4x)
     freeze_image_tower: bool = False  # true: the image tower (projection included) is not trained
     init_temperature: float = Field(0.07, ge=0.01, le=1.0)  # softmax temperature at step 0 (learned)
-    # small_cnn, resnet* towers: the vision task's convolutions whose weight gradient is a forward
-    # convolution (tasks/vision/fast_conv.py): auto = on CPU only | true | false = nn.Conv2d (default)
+    # small_cnn, resnet* towers: convolutions whose weight gradient is a forward
+    # convolution (models/fast_conv.py): auto = on CPU only | true | false = nn.Conv2d (default)
     fast_conv: Literal["auto"] | bool = False
     # small_cnn, resnet*: a vision checkpoint (trained, or made by the vision task's convert_weights.py)
     # whose backbone starts the image tower (its model.arch = image_tower); vit / clip: a checkpoint of

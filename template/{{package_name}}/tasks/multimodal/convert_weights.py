@@ -10,7 +10,7 @@ Both towers, both projections and ``logit_scale`` map onto ``clip.py``'s towers 
 vit``, ``text_tower: clip``); the sizes are read off the file (heads from the ``config.json``
 beside it, else width / 64), and the tokenizer (the ``tokenizer.json`` beside it, or
 ``--tokenizer``) travels inside the checkpoint. CLIP's separate q/k/v projections are stacked
-into the blocks' ``in_proj_weight`` (PyTorch's ``nn.MultiheadAttention`` layout, ``vit.py``).
+into the blocks' ``in_proj_weight`` (PyTorch's ``nn.MultiheadAttention`` layout, ``models/vit.py``).
 
 ``--verify`` (needs PyTorch and transformers) loads the file into transformers' own
 ``CLIPModel`` and compares image embeddings, text embeddings and logits on random images and
@@ -34,7 +34,7 @@ from ...run.cli import DEFAULT_CONFIG, guarded
 CLIP_MEAN, CLIP_STD = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
 TOLERANCE = 1e-4  # --verify: max |difference| relative to the largest reference value
 LEAVES = {"weight": "gamma", "bias": "beta"}  # a LayerNorm's, in MindSpore
-# CLIP block name -> ours (tasks/vision/vit.py), under <tower>.encoder.layers.<i>.
+# CLIP block name -> ours (models/vit.py), under <tower>.encoder.layers.<i>.
 BLOCK = {"layer_norm1": "ln_1", "layer_norm2": "ln_2", "self_attn.out_proj": "self_attention.out_proj",
          "mlp.fc1": "mlp.0", "mlp.fc2": "mlp.3"}
 IMAGE, TEXT = "image_encoder.tower.", "text_encoder.tower."

@@ -1,10 +1,10 @@
 """Two towers into one space (CLIP-style) and the symmetric contrastive loss.
 
 Image tower (``model.image_tower``): an MLP on the pixels (default; fastest on CPU for 8x8
-digits), a small CNN, or one of the vision task's backbones (``small_cnn``, ``resnet18/34/50``
-from ``tasks/vision/``) followed by a linear projection.
+digits), a small CNN, or one of the registry's backbones (``small_cnn``, ``resnet18/34/50``,
+``models/backbones.py``) followed by a linear projection.
 Text tower (``model.text_tower``): word embeddings mean-pooled over the caption's words, then
-an MLP (``bag``); or the language model's Transformer blocks (``tasks/nlp/model.py``), their
+an MLP (``bag``); or the language model's Transformer blocks (``models/transformer.py``), their
 outputs mean-pooled over the caption's words (``transformer``).
 CLIP's own towers (``vit`` image tower, ``clip`` text tower, BPE tokenizer) are in ``clip.py``.
 Both end in a linear projection to ``embed_dim`` and are L2-normalised, so the similarity
@@ -24,10 +24,8 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import Normal, initializer
 
 from ...engine.task import Comm
-from ..nlp.model import LN_EPS, Block
-from ..vision.fast_conv import conv_class
-from ..vision.resnet import ResNet
-from ..vision.small_cnn import SmallCNN
+from ...models.backbones import Options, build_backbone
+from ...models.transformer import LN_EPS, Block
 from .clip import CLIPTextTower, ViTImageTower
 
 MAX_LOGIT_SCALE = math.log(100.0)  # temperature never below 0.01
@@ -174,10 +172,9 @@ def build_image_tower(m, channels: int, image_size: int) -> nn.Cell:
         return MLPImageTower(channels, image_size, m.image_widths, m.embed_dim)
     if m.image_tower == "cnn":
         return CNNImageTower(channels, m.image_widths, m.embed_dim)
-    conv = conv_class(m.fast_conv)
-    if m.image_tower == "small_cnn":  # GroupNorm: accumulation and data parallelism stay exact
-        return BackboneImageTower(SmallCNN(channels, image_size, m.image_widths, 1, "group", conv), m.embed_dim)
-    return BackboneImageTower(ResNet(m.image_tower, channels, conv), m.embed_dim)
+    # small_cnn (GroupNorm: accumulation and data parallelism stay exact) or a ResNet, from the registry
+    options = Options(channels, image_size, fast_conv=m.fast_conv, widths=tuple(m.image_widths))
+    return BackboneImageTower(build_backbone(m.image_tower, options), m.embed_dim)
 
 
 def build_text_tower(m, meta: dict) -> nn.Cell:

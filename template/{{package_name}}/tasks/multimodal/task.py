@@ -11,6 +11,7 @@ from ...engine.errors import CheckpointError
 from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from ...images.files import predict_files
+from ...models.backbones import BACKBONES
 from .data import caption, encode, load_data, load_eval_data
 from .model import ClampLogitScale, ContrastiveLoss, build_network
 from .retrieval import embed_images, embed_texts, retrieval_metrics, zero_shot_accuracy
@@ -112,7 +113,7 @@ def exports(network: nn.Cell, meta: dict, cfg) -> dict:
 def capabilities(cfg) -> Capabilities:
     reason = ("contrastive loss: each micro-batch sees only its own negatives, so k micro-batches of b train like "
               "k batches of b, not like one batch of k*b (raise train.batch_size or add devices for more negatives)")
-    if cfg.model.image_tower.startswith("resnet"):
+    if cfg.model.image_tower in BACKBONES and BACKBONES[cfg.model.image_tower].batch_norm:
         reason += "; and the ResNet's BatchNorm statistics come from each micro-batch (under msrun, each rank's)"
     return Capabilities(grad_accum="approximate", reason=reason)
 

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from ...engine.schema import Config, DataSection, Section, Train
-from .vit_layout import vit_sizes
+from ...models.vit_layout import vit_sizes
 
 
 class DataConfig(DataSection):
@@ -52,7 +52,7 @@ class DataConfig(DataSection):
 
 class ModelConfig(Section):
     # small_cnn: small images, from scratch; resnet*: torchvision's ResNets (BatchNorm), weights importable;
-    # vit_tiny, vit_b_16: Vision Transformers in torchvision's layout (vit.py), weights importable
+    # vit_tiny, vit_b_16: Vision Transformers in torchvision's layout (models/vit.py), weights importable
     arch: Literal["small_cnn", "resnet18", "resnet34", "resnet50", "vit_tiny", "vit_b_16"] = "small_cnn"
     widths: list[int] = [32, 64]  # small_cnn: channels per stage; each stage after the first halves H and W
     blocks_per_stage: int = Field(1, gt=0)  # small_cnn
@@ -61,9 +61,9 @@ class ModelConfig(Section):
     drop_path: float = Field(0.0, ge=0, lt=1)  # resnet*: stochastic depth of the last block (timm: 0.05-0.1)
     pretrained: str | None = None  # checkpoint to start from (backbone weights)
     freeze_backbone: bool = False  # fine-tune only the classifier head
-    # Convolutions whose weight gradient is a forward convolution (fast_conv.py; same weights and
+    # Convolutions whose weight gradient is a forward convolution (models/fast_conv.py; same weights and
     # forward op): auto = on CPU only, true = on any device, false = MindSpore's own nn.Conv2d
-    # (default: no faster on the 2-core CPU it was measured on; see fast_conv.py)
+    # (default: no faster on the 2-core CPU it was measured on; see models/fast_conv.py)
     fast_conv: Literal["auto"] | bool = False
     # vit_*: sizes; null = the arch's (vit_tiny: 16, 12, 3, 192, 768; vit_b_16: 16, 12, 12, 768, 3072)
     patch_size: PositiveInt | None = None  # data.image_size must be a multiple of it

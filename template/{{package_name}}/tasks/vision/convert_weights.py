@@ -8,15 +8,15 @@
         --set data.channels=3 --set data.image_size=224 --set data.path=my_images/
 
 The arch (resnet18/34/50) is read off the file. Our ResNet uses torchvision's module names
-(``resnet.py``), so the table is short: torchvision's ``fc`` is our ``head``, everything else
+(``models/resnet.py``), so the table is short: torchvision's ``fc`` is our ``head``, everything else
 lives under ``backbone``, and BatchNorm's weight/bias/running_mean/running_var are
 MindSpore's gamma/beta/moving_mean/moving_variance. Convolution and linear weights have the
 same layout in both. The checkpoint carries the source's head and classes (``class_<i>``, or
 one name per line from ``--classes``) and ImageNet's mean/std, which fine-tuning reuses.
 
-ViTs (``vit.py``): a torchvision ``VisionTransformer`` file has our names already (its
+ViTs (``models/vit.py``): a torchvision ``VisionTransformer`` file has our names already (its
 ``heads.head`` is our ``head``); a Hugging Face ``ViTForImageClassification`` file is renamed
-to them (``vit_layout.py``), its ``config.json`` (heads) and ``preprocessor_config.json``
+to them (``models/vit_layout.py``), its ``config.json`` (heads) and ``preprocessor_config.json``
 (mean/std) read when they lie beside it. The arch is the one of the file's width (vit_tiny 192,
 vit_b_16 768); its other sizes and the image size its positions are for are read off the file.
 
@@ -63,7 +63,7 @@ def ignored(name: str) -> bool:
 
 
 def detect_arch(tensors: dict[str, np.ndarray]) -> str:
-    from .resnet import ARCHS, Bottleneck
+    from ...models.resnet import ARCHS, Bottleneck
 
     if "layer1.0.conv1.weight" not in tensors:
         raise CheckpointError(f"no tensor 'layer1.0.conv1.weight' or 'conv_proj.weight': not a torchvision/timm "
@@ -88,7 +88,7 @@ def beside(src: str, name: str) -> dict:
 def vit_overrides(tensors: dict[str, np.ndarray], src: str, heads: int | None) -> tuple[list[str], int]:
     """Config overrides for the ViT in the (torchvision-named) file (the arch of its width, its
     sizes) and the image size its positions are for."""
-    from .vit_layout import ARCHS, layer_count
+    from ...models.vit_layout import ARCHS, layer_count
 
     for name in ("conv_proj.weight", "encoder.pos_embedding", "encoder.layers.encoder_layer_0.mlp.0.weight",
                  "heads.head.weight"):
@@ -136,8 +136,8 @@ def convert(src: str, out: str, *, classes: str | None = None, image_size: int |
     runtime.setup(load_config(config))  # the oneDNN cap must be set before MindSpore loads
     from ...deploy import weights
     from ...engine.task import Comm
+    from ...models.vit_layout import from_hf, is_hf_vit
     from .task import build_model
-    from .vit_layout import from_hf, is_hf_vit
 
     original = weights.read_safetensors(src)
     hf = is_hf_vit(original)

@@ -1,4 +1,5 @@
-"""The classifier: a backbone chosen by ``model.arch``, dropout and a linear head; and its loss.
+"""The classifier: a backbone chosen by ``model.arch`` (the registry, ``models/backbones.py``),
+dropout and a linear head; and its loss.
 
 Every arch has the same two parts, ``backbone`` and ``head``, so fine-tuning (load a backbone,
 train a new head, optionally with the backbone frozen) works alike for all of them.
@@ -9,22 +10,17 @@ from __future__ import annotations
 import mindspore as ms
 from mindspore import nn, ops
 
-from .fast_conv import conv_class
-from .resnet import ResNet
-from .small_cnn import SmallCNN
-from .vit import VisionTransformer
-from .vit_layout import vit_sizes
+from ...models.backbones import Options, build_backbone
+from ...models.vit_layout import vit_sizes
 
 
-def build_backbone(model_cfg, channels: int, image_size: int) -> nn.Cell:
-    """The arch registry: ``model.arch`` -> its backbone."""
-    if model_cfg.arch.startswith("vit"):
-        patch, layers, heads, width, mlp_dim = vit_sizes(model_cfg)
-        return VisionTransformer(image_size, patch, layers, heads, width, mlp_dim, channels, model_cfg.dropout)
-    conv = conv_class(model_cfg.fast_conv)
-    if model_cfg.arch == "small_cnn":
-        return SmallCNN(channels, image_size, model_cfg.widths, model_cfg.blocks_per_stage, model_cfg.norm, conv)
-    return ResNet(model_cfg.arch, channels, conv, model_cfg.drop_path)
+def backbone_for(model_cfg, channels: int, image_size: int) -> nn.Cell:
+    """``model.arch``'s backbone from the registry (``models/backbones.py``), built from this task's keys."""
+    vit = vit_sizes(model_cfg) if model_cfg.arch.startswith("vit") else None
+    return build_backbone(model_cfg.arch, Options(
+        channels, image_size, fast_conv=model_cfg.fast_conv, widths=tuple(model_cfg.widths),
+        blocks_per_stage=model_cfg.blocks_per_stage, norm=model_cfg.norm, drop_path=model_cfg.drop_path,
+        vit_sizes=vit, dropout=model_cfg.dropout))
 
 
 class Classifier(nn.Cell):

@@ -14,8 +14,8 @@ import torch
 from safetensors.numpy import save_file
 from transformers import ViTConfig, ViTForImageClassification
 
-from .vit import LN_EPS
-from .vit_layout import is_hf_vit, to_hf, vit_sizes
+from ...models.vit import LN_EPS
+from ...models.vit_layout import is_hf_vit, to_hf, vit_sizes
 
 
 def reference_logits(tensors: dict[str, np.ndarray], model_cfg, hf_config: dict, images: np.ndarray) -> np.ndarray:

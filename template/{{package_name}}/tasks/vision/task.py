@@ -11,16 +11,17 @@ from ...engine.errors import CheckpointError, DataError
 from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from ...images.files import predict_files
+from ...models.backbones import backbone
+from ...models.vit_layout import vit_sizes
 from .augment import Augment
 from .config import ModelConfig
 from .data import load_data, load_eval_data, train_recipe
 from .mixing import RecipeLoss
-from .model import ClassificationLoss, Classifier, build_backbone
-from .vit_layout import vit_sizes
+from .model import ClassificationLoss, Classifier, backbone_for
 
 
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
-    backbone = build_backbone(cfg.model, meta["channels"], meta["image_size"])
+    backbone = backbone_for(cfg.model, meta["channels"], meta["image_size"])
     network = Classifier(backbone, len(meta["classes"]), cfg.model.dropout)
     if cfg.model.freeze_backbone:
         network.freeze_backbone()
@@ -65,7 +66,7 @@ def check_backbone_fits(meta: dict, cfg) -> None:
         if theirs != ours:
             raise CheckpointError(f"its ViT has (patch, layers, heads, width, mlp) {theirs}, this run {ours}; set "
                                   "model.patch_size, vit_layers, vit_heads, vit_width, vit_mlp_dim equal")
-    if cfg.model.arch.startswith("vit") and meta["task_meta"]["image_size"] != cfg.data.image_size:
+    if backbone(cfg.model.arch).fixed_size and meta["task_meta"]["image_size"] != cfg.data.image_size:
         raise CheckpointError(f"its ViT has positions for {meta['task_meta']['image_size']}-pixel images; "
                               f"set data.image_size={meta['task_meta']['image_size']}")
     if meta["task_meta"]["channels"] != cfg.data.channels:
@@ -99,7 +100,7 @@ def exports(network: nn.Cell, meta: dict, cfg) -> dict:
 
 def capabilities(cfg) -> Capabilities:
     reasons = []
-    if cfg.model.arch.startswith("resnet") or cfg.model.norm == "batch" and cfg.model.arch == "small_cnn":
+    if backbone(cfg.model.arch).batch_norm or cfg.model.norm == "batch" and cfg.model.arch == "small_cnn":
         reasons.append("BatchNorm statistics come from each micro-batch (and, under msrun, each rank's batch), "
                        "not the whole batch")
     if (cfg.data.mixup is not None or cfg.data.cutmix is not None) and cfg.data.mix_prob > 0:

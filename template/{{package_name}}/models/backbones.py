@@ -1,0 +1,72 @@
+"""Image backbones by name: one explicit dict, as timm's and mindcv's ``create_model`` registries.
+
+Every backbone maps (B, C, H, W) images to (B, ``out_features``) features; the vision classifier
+and the multimodal image tower put their heads on it. A ``Backbone`` is its constructor and the
+two facts the code around it needs: whether it holds BatchNorm (its statistics come from each
+micro-batch and rank, so accumulation and ``msrun`` are approximate) and whether its input size
+is fixed (a ViT's learned positions: evaluation and export at the training size only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mindspore import nn
+
+from .fast_conv import conv_class
+from .resnet import ARCHS as RESNETS
+from .resnet import ResNet
+from .small_cnn import SmallCNN
+from .vit import VisionTransformer
+from .vit_layout import ARCHS as VITS
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a backbone is built from; each arch reads its own fields."""
+
+    channels: int
+    image_size: int
+    fast_conv: bool | str = False  # the convolutional archs: FastConv2d (models/fast_conv.py)
+    widths: tuple[int, ...] = (32, 64)  # small_cnn: channels per stage
+    blocks_per_stage: int = 1  # small_cnn
+    norm: str = "group"  # small_cnn: group | batch | none
+    drop_path: float = 0.0  # resnet*: stochastic depth of the last block
+    vit_sizes: tuple[int, int, int, int, int] | None = None  # vit*: (patch, layers, heads, width, mlp_dim)
+    dropout: float = 0.0  # vit*
+
+
+@dataclass(frozen=True)
+class Backbone:
+    build: Callable[[Options], nn.Cell]
+    batch_norm: bool = False
+    fixed_size: bool = False
+
+
+def _small_cnn(o: Options) -> nn.Cell:
+    return SmallCNN(o.channels, o.image_size, list(o.widths), o.blocks_per_stage, o.norm, conv_class(o.fast_conv))
+
+
+def _resnet(arch: str) -> Callable[[Options], nn.Cell]:
+    return lambda o: ResNet(arch, o.channels, conv_class(o.fast_conv), o.drop_path)
+
+
+def _vit(o: Options) -> nn.Cell:
+    patch, layers, heads, width, mlp_dim = o.vit_sizes
+    return VisionTransformer(o.image_size, patch, layers, heads, width, mlp_dim, o.channels, o.dropout)
+
+
+BACKBONES: dict[str, Backbone] = {
+    "small_cnn": Backbone(_small_cnn),  # BatchNorm only with norm: batch (the task checks its option)
+    **{arch: Backbone(_resnet(arch), batch_norm=True) for arch in RESNETS},
+    **{arch: Backbone(_vit, fixed_size=True) for arch in VITS},  # Options.vit_sizes: the arch's or the config's
+}
+
+
+def backbone(name: str) -> Backbone:
+    return BACKBONES[name]
+
+
+def build_backbone(name: str, options: Options) -> nn.Cell:
+    return BACKBONES[name].build(options)
