@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,8 +26,9 @@ from .errors import CheckpointError
 
 META_KEY = "msscaffold_meta"
 ANSWERS_FILE = Path(".copier-answers.yml")
-# Derived from the config on every start, so a resumed run may change the schedule length.
-_NOT_RESTORED = ("learning_rate",)
+# Derived from the config on every start, so a resumed run may change the schedule length:
+# the optimizer's learning_rate, and with parameter groups of their own rates learning_rate_group_<i>.
+_NOT_RESTORED = re.compile(r"learning_rate(_group_\d+)?")
 
 
 def template_version() -> str | None:
@@ -75,7 +77,7 @@ def read(path: str | Path, tasks: Iterable[str] | None = None) -> tuple[dict[str
 def restore(params: dict[str, ms.Parameter], *holders: Any) -> None:
     """Load ``params`` into ``holders``; every parameter they own must be in the file."""
     for holder in holders:
-        wanted = [p for p in _parameters(holder) if p.name not in _NOT_RESTORED]
+        wanted = [p for p in _parameters(holder) if not _NOT_RESTORED.fullmatch(p.name)]
         missing = [p.name for p in wanted if p.name not in params]
         if missing:
             raise CheckpointError(f"checkpoint lacks {len(missing)} parameters, e.g. {missing[0]!r}: "

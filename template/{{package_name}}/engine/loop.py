@@ -24,7 +24,7 @@ from . import checkpoint, distributed, pipeline, runtime
 from .data import Batches
 from .ema import EMA, NoEMA, build_ema
 from .errors import ConfigError, Interrupted
-from .optim import build_optimizer, current_lr, lr_schedule
+from .optim import build_optimizer, current_lr, layer_scales, lr_schedule
 from .resume import continued_config, continues_in_place, drop_rows_after, find_resume
 from .schema import Config
 from .signals import StopSignals
@@ -166,7 +166,8 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
     distributed.copy_from_rank_0(model.network, comm)
     total_steps = cfg.train.max_steps or cfg.train.epochs * per_epoch
     schedule = lr_schedule(cfg.optim, total_steps)
-    optimizer = build_optimizer(cfg.optim, model.network.trainable_params(), schedule)
+    optimizer = build_optimizer(cfg.optim, model.network.trainable_params(), schedule,
+                                layer_scales(cfg.optim, model, cfg.task))
     reducer = distributed.grad_reducer(optimizer.parameters, comm)
     step_fn = build_train_step(model, optimizer, reducer, cfg.train, cfg.runtime.jit_level)
     model.loss.set_train(True)

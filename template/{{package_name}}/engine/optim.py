@@ -8,6 +8,7 @@ import mindspore as ms
 import numpy as np
 from mindspore import nn, ops
 
+from .errors import ConfigError
 from .schema import Optim
 
 
@@ -27,15 +28,17 @@ def lr_schedule(cfg: Optim, total_steps: int) -> np.ndarray:
     return (cfg.lr * factor).astype(np.float32)
 
 
-def build_optimizer(cfg: Optim, params: list[ms.Parameter], schedule: np.ndarray) -> nn.Optimizer:
+def build_optimizer(cfg: Optim, params: list[ms.Parameter], schedule: np.ndarray,
+                    lr_scales: dict[str, float] | None = None) -> nn.Optimizer:
+    """The optimizer of ``params``; ``lr_scales`` (Parameter.name -> factor, ``layer_scales``) gives
+    each parameter ``schedule`` times its factor (optim.layer_decay)."""
     lr = ms.Tensor(schedule)
     # Decay matrices and embeddings, not biases or normalisation scales (as nanoGPT).
     decay = [p for p in params if p.ndim >= 2]
-    rest = [p for p in params if p.ndim < 2]
-    if cfg.name == "adamw":
-        return AdamW(params, lr, decay, cfg.weight_decay)
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}]
-    groups = [group for group in groups if group["params"]]
+    if cfg.name == "adamw":  # decoupled: Adam's own (coupled) decay stays 0 in every group
+        return AdamW(param_groups(params, 0.0, schedule, lr_scales) if lr_scales else params, lr, decay,
+                     cfg.weight_decay)
+    groups = param_groups(params, cfg.weight_decay, schedule, lr_scales)
     if cfg.name == "sgd":
         return nn.SGD(groups, learning_rate=lr)
     if cfg.name == "momentum":
@@ -44,23 +47,61 @@ def build_optimizer(cfg: Optim, params: list[ms.Parameter], schedule: np.ndarray
     return nn.Adam(groups, learning_rate=lr, use_lazy=cfg.name == "lazy_adam")
 
 
+def param_groups(params: list[ms.Parameter], weight_decay: float, schedule: np.ndarray,
+                 lr_scales: dict[str, float] | None = None) -> list[dict]:
+    """MindSpore parameter groups: weight decay on matrices (ndim >= 2) only; with ``lr_scales``, one
+    group per (factor, decayed or not), stem first, whose lr is the whole schedule times the factor
+    (so warmup and the cosine scale every group alike). Optimizer state stays keyed by parameter name."""
+    members: dict[tuple[float, bool], list[ms.Parameter]] = {}
+    for p in params:
+        members.setdefault((lr_scales[p.name] if lr_scales else 1.0, p.ndim >= 2), []).append(p)
+    groups = []
+    for scale, decayed in sorted(members, key=lambda key: (key[0], not key[1])):
+        group = {"params": members[scale, decayed], "weight_decay": weight_decay if decayed else 0.0}
+        if lr_scales:
+            group["lr"] = ms.Tensor((schedule * np.float32(scale)).astype(np.float32))
+        groups.append(group)
+    return groups
+
+
+def layer_scales(cfg: Optim, model, task: str) -> dict[str, float] | None:
+    """optim.layer_decay: each parameter's lr factor, decay^(L - its layer), from the task's layer
+    map (``Model.layer_id``, ``Model.num_layers``); None when layer_decay is off."""
+    if cfg.layer_decay is None:
+        return None
+    if model.layer_id is None:
+        raise ConfigError(f"optim.layer_decay={cfg.layer_decay}: this {task} configuration's network has no "
+                          "layer map (Model.layer_id); set optim.layer_decay to null")
+    scales = {}
+    for name, param in model.network.parameters_and_names():  # names as the network sees them
+        layer = model.layer_id(name)
+        if not 0 <= layer <= model.num_layers:
+            raise ValueError(f"layer_id({name!r}) = {layer}, outside 0..{model.num_layers}")
+        scales[param.name] = cfg.layer_decay ** (model.num_layers - layer)
+    return scales
+
+
 class AdamW(nn.Adam):
     """Adam with decoupled weight decay, as ``torch.optim.AdamW``: p <- p * (1 - lr * wd),
-    then the bias-corrected Adam update. (``nn.AdamWeightDecay`` skips bias correction.)"""
+    then the bias-corrected Adam update. (``nn.AdamWeightDecay`` skips bias correction.)
+    With per-group rates each parameter decays with its own group's lr."""
 
     def __init__(self, params, learning_rate, decay_params, weight_decay: float):
         super().__init__(params, learning_rate=learning_rate)
         self.decay_params = ms.ParameterTuple(decay_params)
+        names = [p.name for p in self._parameters]
+        self.decay_index = tuple(names.index(p.name) for p in decay_params)  # into get_lr()'s per-parameter rates
         self.decoupled_wd = weight_decay
 
     def construct(self, gradients):
-        lr = self.get_lr()  # this step's rate (Adam's construct then advances global_step)
-        factor = 1 - lr * self.decoupled_wd
-        for param in self.decay_params:
-            ops.assign(param, param * factor)
+        lr = self.get_lr()  # this step's rate(s) (Adam's construct then advances global_step)
+        for param, index in zip(self.decay_params, self.decay_index):
+            rate = lr[index] if self.is_group_lr else lr
+            ops.assign(param, param * (1 - rate * self.decoupled_wd))
         return super().construct(gradients)
 
 
 def current_lr(optimizer: nn.Optimizer, schedule: np.ndarray) -> float:
-    """The learning rate the next optimizer step will use (skipped overflow steps count too)."""
+    """The learning rate the next optimizer step will use (skipped overflow steps count too); with
+    optim.layer_decay, the head's (the other layers' are this times their factor)."""
     return float(schedule[min(int(optimizer.global_step.asnumpy().item()), len(schedule) - 1)])

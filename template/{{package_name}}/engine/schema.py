@@ -91,6 +91,10 @@ class Optim(Section):
     min_lr_ratio: float = Field(0.0, ge=0, le=1)  # cosine floor, as a fraction of lr
     step_size: int = Field(1000, gt=0)  # "step" schedule: decay every N optimizer steps
     gamma: float = Field(0.1, gt=0, le=1)
+    # Layer-wise lr decay for fine-tuning (BEiT, timm, mindcv): layer i of L (0 = stem/embeddings,
+    # L = head) learns at lr * layer_decay^(L - i), e.g. 0.65-0.75. null = off (1.0 is the same
+    # rates, in per-layer groups). Archs whose model gives a layer map only; in (0, 1].
+    layer_decay: float | None = Field(None, gt=0, le=1)
 
 
 class Output(Section):

@@ -124,6 +124,10 @@ class Model:
     loss: nn.Cell
     constrain: nn.Cell | None = None
     float32_cells: tuple[type, ...] = ()  # Cell classes amp O2 keeps in float32 besides MindSpore's norms
+    # For optim.layer_decay: a parameter's name in ``network.parameters_and_names()`` -> its layer,
+    # 0 (stem, embeddings) .. ``num_layers`` (the head). None: no layer map, layer_decay is refused.
+    layer_id: Callable[[str], int] | None = None
+    num_layers: int = 0
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 ``ImageFiles`` is an ``ExampleSource`` (``engine/task.py``): ``read`` returns a file's bytes
 (and the numbers of its random crop); MindSpore's C++ vision ops decode, crop, resize and
 normalise them in ``data.workers`` parallel workers, so memory holds a few batches, not the
-data set. Train-time augmentation (random resized crop, optionally a horizontal flip) draws
+data set. Train-time augmentation (random resized crop and/or a horizontal flip) draws
 its parameters from (seed, epoch, index) in ``read`` and applies them with a deterministic
 crop: a resumed run and any number of workers see exactly the same crops.
 """
@@ -38,7 +38,8 @@ class ImageTransform:
     channels: Literal[1, 3]
     mean: tuple[float, ...] = (0.0,)  # in [0, 1] units: one value, or one per channel
     std: tuple[float, ...] = (1.0,)
-    augment: Literal["none", "crop", "crop_flip"] = "none"  # none: resize + centre crop (eval)
+    # none: resize + centre crop (eval); crop (+ flip): a random resized crop; flip: the eval view, mirrored
+    augment: Literal["none", "crop", "crop_flip", "flip"] = "none"
     min_crop: float = 0.25  # the smallest random crop, as a fraction of the image's area
     seed: int = 0
     # Without augmentation: the shorter side is resized to round(size / eval_crop), then the
@@ -57,6 +58,8 @@ class ImageTransform:
 class ImageFiles:
     """Image ``files`` and, per file, a row of each ``extra`` column (label, tokens...)."""
 
+    crop_stream: tuple[int, ...] = ()  # appended to (seed, epoch, index): a subclass's own draws stay independent
+
     def __init__(self, files: Sequence[str], extra: dict[str, np.ndarray], transform: ImageTransform):
         self.files = np.asarray(files, dtype=str)
         self.extra = extra
@@ -70,18 +73,22 @@ class ImageFiles:
 
     def read(self, index: int, epoch: int) -> tuple[np.ndarray, ...]:
         data = read_bytes(self.files[index])
-        crop = [np.random.default_rng([self.transform.seed, epoch, index]).random(5, np.float32)]
+        crop = [np.random.default_rng([self.transform.seed, epoch, index, *self.crop_stream]).random(5, np.float32)]
         return (data, *(crop if self.augmented else []), *(column[index] for column in self.extra.values()))
 
     def operations(self) -> list[tuple[list, list[str], list[str]]]:
         t = self.transform
         steps = [([vision.Decode()], ["image"], ["image"])]  # -> (H, W, 3) uint8, whatever the file's mode
-        if self.augmented:
+        if t.augment in ("crop", "crop_flip"):
             steps.append(([CropAndFlip(t.min_crop, t.augment == "crop_flip")], ["image", "crop"], ["image"]))
             resize = [vision.Resize((t.size, t.size))]
         else:
             # The shorter side (bilinear, longer side int(side * long / short)), then the centre.
             resize = [vision.Resize(round(t.size / t.eval_crop)), vision.CenterCrop(t.size)]
+            if t.augment == "flip":  # that eval view, mirrored half of the time
+                steps += [(resize, ["image"], ["image"]), ([CropAndFlip(1.0, True, crop=False)], ["image", "crop"],
+                                                           ["image"])]
+                resize = []
         # Normalize works on [0, 255] values; the statistics are kept in [0, 1] units.
         mean, std = [m * 255 for m in t.mean], [s * 255 for s in t.std]
         if t.channels == 1:  # ConvertColor (vision.Grayscale fails after Decode) drops the channel axis
@@ -100,12 +107,15 @@ class ImageFiles:
 
 class CropAndFlip:
     """The random resized crop drawn in ``read``: five numbers in [0, 1) -> area fraction,
-    aspect ratio, top, left, flip. A plain function of its inputs: no generator of its own."""
+    aspect ratio, top, left, flip. A plain function of its inputs: no generator of its own.
+    ``crop=False``: the flip alone."""
 
-    def __init__(self, min_crop: float, flip: bool):
-        self.min_crop, self.flip = min_crop, flip
+    def __init__(self, min_crop: float, flip: bool, crop: bool = True):
+        self.min_crop, self.flip, self.crop = min_crop, flip, crop
 
     def __call__(self, image: np.ndarray, crop: np.ndarray) -> np.ndarray:
+        if not self.crop:
+            return np.ascontiguousarray(image[:, ::-1]) if self.flip and crop[4] < 0.5 else image
         height, width = image.shape[:2]
         area = (self.min_crop + (1 - self.min_crop) * crop[0]) * height * width
         ratio = np.exp(np.log(RATIOS[0]) + (np.log(RATIOS[1]) - np.log(RATIOS[0])) * crop[1])  # width / height

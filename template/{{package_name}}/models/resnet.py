@@ -16,6 +16,8 @@ names, faster backward on CPU; ``model.fast_conv``).
 
 from __future__ import annotations
 
+import re
+
 from mindspore import nn, ops
 from mindspore.common.initializer import HeNormal
 
@@ -120,6 +122,14 @@ class ResNet(nn.Cell):
             stages.append(nn.SequentialCell(blocks))
         self.layer1, self.layer2, self.layer3, self.layer4 = stages
         self.out_features = in_ch
+        self.depths = depths
+        self.num_layers = sum(depths) + 1  # optim.layer_decay: stem 0, blocks 1..n, the head n + 1
+
+    def layer_id(self, name: str) -> int:
+        """The layer of a parameter (its name here): the stem 0, block b of stage s its place in
+        all the blocks + 1 (as timm's ResNet group_matcher, per block)."""
+        match = re.match(r"layer(\d)\.(\d+)\.", name)
+        return 1 + sum(self.depths[:int(match[1]) - 1]) + int(match[2]) if match else 0
 
     def construct(self, x):
         x = self.relu(self.bn1(self.conv1(x)))  # (B, 64, H/2, W/2)

@@ -63,13 +63,18 @@ class SmallCNN(nn.Cell):
         layers = conv_norm_relu(channels, widths[0], 1, norm, conv)
         for _ in range(stem_halvings(image_size)):
             layers += conv_norm_relu(widths[0], widths[0], 2, norm, conv)
-        in_ch = widths[0]
+        in_ch, self.stem_cells = widths[0], len(layers)
         for stage, width in enumerate(widths):
             for block in range(blocks_per_stage):
                 layers.append(ResidualBlock(in_ch, width, 2 if stage > 0 and block == 0 else 1, norm, conv))
                 in_ch = width
         self.layers = nn.SequentialCell(layers)
         self.out_features = in_ch
+        self.num_layers = len(layers) - self.stem_cells + 1  # optim.layer_decay: stem 0, blocks 1..n, head n + 1
+
+    def layer_id(self, name: str) -> int:
+        """The layer of a parameter (its name here): the stem's convolutions 0, residual block i i + 1."""
+        return max(int(name.split(".")[1]) - self.stem_cells + 1, 0)  # "layers.<cell>.<...>"
 
     def construct(self, x):  # (B, C, H, W) -> (B, F)
         return ops.mean(self.layers(x), axis=(2, 3))

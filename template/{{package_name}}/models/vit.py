@@ -16,6 +16,7 @@ through softmax in float32 (cast in place).
 from __future__ import annotations
 
 import math
+import re
 from collections import OrderedDict
 
 import mindspore as ms
@@ -134,6 +135,15 @@ class VisionTransformer(nn.Cell):
         seq_len = (image_size // patch_size) ** 2 + 1
         self.encoder = Encoder(seq_len, layers, heads, width, mlp_dim, dropout, eps, act, pre_norm)
         self.out_features = width
+        self.num_layers = layers + 1  # optim.layer_decay: embeddings 0, blocks 1..n, final norm (+ head) n + 1
+
+    def layer_id(self, name: str) -> int:
+        """The layer of a parameter (its name here), as BEiT and timm count: patch/class/position
+        embeddings (and CLIP's ln_pre) 0, encoder block i i + 1, the final LayerNorm with the head."""
+        match = re.match(r"encoder\.layers\.encoder_layer_(\d+)\.", name)
+        if match:
+            return int(match[1]) + 1
+        return self.num_layers if name.startswith("encoder.ln.") else 0
 
     def construct(self, x):
         x = self.conv_proj(x)  # (B, C, S/P, S/P)

@@ -20,6 +20,11 @@ class DataConfig(DataSection):
     class_names: list[str] = NUMBER_WORDS  # .npz: the name of label i in captions and prompts
     attributes: bool = False  # labelled .npz: add stroke thickness, slant and width measured from each image
     max_tokens: int = Field(16, gt=0)  # captions are cut to this many words
+    # Training augmentation of a metadata.jsonl folder (an .npz is not augmented; eval never is), every
+    # random number from (seed, epoch, image): a random resized crop of at least min_crop of the area
+    # (1.0 = none; 0.9 as OpenCLIP trains: a caption may name what a tighter crop cuts off; vision, timm: 0.08)
+    min_crop: float = Field(0.9, gt=0, le=1)
+    flip: bool = False  # mirror half the training images; off: a caption saying "left" would then be wrong
 
 
 class ModelConfig(Section):

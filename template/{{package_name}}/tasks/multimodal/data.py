@@ -8,7 +8,9 @@ Two sources (``data.path``):
 - a folder of images with ``metadata.jsonl``, one JSON object a line:
   ``{"file_name": "img/001.png", "text": "a red square"}`` (the Hugging Face imagefolder
   convention); an optional ``"label"`` (a class name) enables zero-shot accuracy. An image
-  may have several lines, one per caption (the COCO / Flickr30k layout).
+  may have several lines, one per caption (the COCO / Flickr30k layout). Its training images
+  are cropped (``data.min_crop``) and, with ``data.flip``, mirrored in the pipeline workers
+  (``images/files.py``, as the vision task's folders); evaluation resizes and centre-crops.
 
 Splits and batches go by image, never by caption line: an image and all of its captions are
 either trained on or held out, and a training epoch shows each image once, with one of its
@@ -91,7 +93,10 @@ def _folder_data(root: Path, cfg, known: dict | None = None) -> Data:
     meta = {"image_size": d.image_size, "channels": d.channels, "mean": mean, "std": std,
             "classes": classes, "prompt": d.prompt, "max_tokens": d.max_tokens}
     tokens = encode(_vocabulary(meta, texts, train_lines, cfg.model, known), meta)
-    train = CaptionedImages(files[train_images[starts]], tokens, starts, ImageTransform.of(meta), cfg.seed)
+    crop = d.min_crop < 1
+    augment = ("crop_flip" if d.flip else "crop") if crop else "flip" if d.flip else "none"
+    transform = ImageTransform.of(meta, augment=augment, min_crop=d.min_crop, seed=cfg.seed)  # eval: of(meta)
+    train = CaptionedImages(files[train_images[starts]], tokens, starts, transform, cfg.seed)
     held = _held_out(files, labels, classes, texts, image_of, eval_lines, key="file")
     return Data(train=train, eval=held, meta=meta)
 
@@ -112,7 +117,10 @@ def split_by_image(image_of: np.ndarray, labels: np.ndarray | None, eval_fractio
 
 class CaptionedImages(ImageFiles):
     """Training images, each once per epoch with one of its captions, drawn from (seed, epoch,
-    index): caption rows ``starts[i]`` up to ``starts[i + 1]`` of ``tokens`` describe image i."""
+    index): caption rows ``starts[i]`` up to ``starts[i + 1]`` of ``tokens`` describe image i.
+    The crop and flip come from (seed, epoch, index, 1): independent of the caption drawn."""
+
+    crop_stream = (1,)
 
     def __init__(self, files: np.ndarray, tokens: np.ndarray, starts: np.ndarray, transform: ImageTransform,
                  seed: int):

@@ -192,6 +192,14 @@ class Llama(nn.Cell):
         self.cos, self.sin = rope_tables(block_size, d_model // n_head, rope_theta)
         self.matmul_transposed = ops.MatMul(transpose_b=True)
         self.lm_head = nn.Identity() if tie_embeddings else linear(d_model, vocab_size, False, "lm_head", lora)
+        self.num_layers = n_layer + 1  # optim.layer_decay: embeddings 0, layers 1..n, norm and lm_head n + 1
+
+    def layer_id(self, name: str) -> int:
+        """A parameter's layer (optim.layer_decay): embed_tokens 0 (tied, the output projection with
+        it), model.layers.i i + 1 (its LoRA adapters too), the final norm and lm_head last."""
+        if name.startswith("model.layers."):
+            return int(name.split(".")[2]) + 1
+        return 0 if name.startswith("model.embed_tokens.") else self.num_layers
 
     def construct(self, tokens):
         return self.prefill(tokens)[0]

@@ -41,6 +41,14 @@ class GPT(nn.Cell):
         self.matmul_transposed = ops.MatMul(transpose_b=True)
         self.head = nn.Identity() if tie_embeddings else nn.Dense(d_model, vocab_size, has_bias=False,
                                                                   weight_init=Normal(0.02))
+        self.num_layers = n_layer + 1  # optim.layer_decay: embeddings 0, blocks 1..n, ln_f and head n + 1
+
+    def layer_id(self, name: str) -> int:
+        """A parameter's layer (optim.layer_decay): the embeddings 0 (tied, the output projection with
+        them), block i i + 1, the final LayerNorm and an untied head last."""
+        if name.startswith("blocks."):
+            return int(name.split(".")[1]) + 1
+        return 0 if "embedding" in name else self.num_layers
 
     def construct(self, tokens):  # (B, T) int32, T <= block_size -> logits (B, T, vocab)
         t = tokens.shape[1]

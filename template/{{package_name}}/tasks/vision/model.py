@@ -29,6 +29,12 @@ class Classifier(nn.Cell):
         self.backbone = backbone
         self.dropout = nn.Dropout(p=dropout)
         self.head = nn.Dense(backbone.out_features, num_classes)
+        self.num_layers = backbone.num_layers  # the head's layer (optim.layer_decay)
+
+    def layer_id(self, name: str) -> int:
+        """A parameter's layer for optim.layer_decay: the backbone's own count, the head last."""
+        inner = name.removeprefix("backbone.")
+        return self.backbone.layer_id(inner) if inner != name else self.num_layers
 
     def freeze_backbone(self) -> None:
         """Train only the head: backbone weights get no gradient, and BatchNorm layers (if any)

@@ -25,7 +25,8 @@ def build_model(cfg, meta: dict, comm: Comm) -> Model:
     network = Classifier(backbone, len(meta["classes"]), cfg.model.dropout)
     if cfg.model.freeze_backbone:
         network.freeze_backbone()
-    return Model(network=network, loss=build_loss(network, cfg, meta))
+    return Model(network=network, loss=build_loss(network, cfg, meta), layer_id=network.layer_id,
+                 num_layers=network.num_layers)
 
 
 def build_loss(network: Classifier, cfg, meta: dict) -> nn.Cell:
