@@ -151,3 +151,12 @@ def test_per_task_training_defaults(tmp_path):
     answers = read_answers(generate(tmp_path, available_tasks()[0], git=False, seed=7, device="CPU"))
     assert (answers["seed"], answers["device"]) == (7, "CPU")
     assert answers["epochs"] > 0 and answers["batch_size"] > 0 and answers["learning_rate"] > 0
+
+
+def test_the_readme_counts_the_lines_of_the_four_core_files(tmp_path):
+    """'How training works' states how many lines a reader follows: it must be the real count, under ~700."""
+    project = generate(tmp_path, "vision", name="count", git=False)
+    engine = project / "count" / "engine"
+    lines = sum(len((engine / f"{name}.py").read_text().splitlines()) for name in ("loop", "step", "optim", "data"))
+    assert f"({lines} lines together at this template version)" in (project / "README.md").read_text()
+    assert lines <= 700

@@ -255,3 +255,27 @@ def test_an_edit_of_a_module_the_template_moved_follows_it_or_is_named(tmp_path)
     assert "[user edit 2]" in loop or any("engine/trainer.py" in c for c in conflicts), conflicts
     if "[user edit 2]" not in loop:  # kept for the user to move by hand, and said so
         assert "[user edit 2]" in (engine / "trainer.py").read_text()
+
+
+@pytest.mark.slow
+def test_an_edit_of_a_network_that_moved_into_models_follows_it(tmp_path):
+    """0.5.0's tasks/vision/resnet.py is models/resnet.py now: the user's edit moves with it."""
+    from msscaffold import generate as _generate
+    from msscaffold.source import TemplateSource
+
+    clone = tmp_path / "clone"
+    git("clone", "-q", "--no-tags", str(REPO), str(clone), cwd=tmp_path)
+    git("tag", "v0.5.0", _hatch_build().release_tags(clone)["v0.5.0"], cwd=clone)
+    dest = tmp_path / "proj"
+    source = TemplateSource(str(clone), "v0.5.0", "custom")
+    _generate.new_project(dest, source=source, data={"task": "vision", "project_name": "proj"}, init_git=True)
+    old = dest / "proj" / "tasks" / "vision" / "resnet.py"
+    line = "        self.relu = nn.ReLU()\n"
+    assert old.read_text().count(line) == 1
+    old.write_text(old.read_text().replace(line, line.rstrip() + "  # [user edit]\n"))
+    git("commit", "-qam", "user edit", cwd=dest)
+
+    conflicts = _generate.update_project(dest, vcs_ref=git("rev-parse", "HEAD", cwd=clone).strip())
+    assert not old.exists()
+    assert "self.relu = nn.ReLU()  # [user edit]" in (dest / "proj" / "models" / "resnet.py").read_text()
+    assert not any("resnet.py" in c for c in conflicts), conflicts
