@@ -270,12 +270,12 @@ def test_an_edit_of_a_network_that_moved_into_models_follows_it(tmp_path):
     source = TemplateSource(str(clone), "v0.5.0", "custom")
     _generate.new_project(dest, source=source, data={"task": "vision", "project_name": "proj"}, init_git=True)
     old = dest / "proj" / "tasks" / "vision" / "resnet.py"
-    line = "        self.relu = nn.ReLU()\n"
+    line = "        self.layer1, self.layer2, self.layer3, self.layer4 = stages\n"
     assert old.read_text().count(line) == 1
     old.write_text(old.read_text().replace(line, line.rstrip() + "  # [user edit]\n"))
     git("commit", "-qam", "user edit", cwd=dest)
 
     conflicts = _generate.update_project(dest, vcs_ref=git("rev-parse", "HEAD", cwd=clone).strip())
     assert not old.exists()
-    assert "self.relu = nn.ReLU()  # [user edit]" in (dest / "proj" / "models" / "resnet.py").read_text()
+    assert "= stages  # [user edit]" in (dest / "proj" / "models" / "resnet.py").read_text()
     assert not any("resnet.py" in c for c in conflicts), conflicts
