@@ -10,6 +10,7 @@ crop: a resumed run and any number of workers see exactly the same crops.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +59,7 @@ class ImageTransform:
 class ImageFiles:
     """Image ``files`` and, per file, a row of each ``extra`` column (label, tokens...)."""
 
-    crop_stream: tuple[int, ...] = ()  # appended to (seed, epoch, index): a subclass's own draws stay independent
+    crop_stream = "crop"  # names the crops' draws: a subclass's own stream stays independent
 
     def __init__(self, files: Sequence[str], extra: dict[str, np.ndarray], transform: ImageTransform):
         self.files = np.asarray(files, dtype=str)
@@ -73,7 +74,8 @@ class ImageFiles:
 
     def read(self, index: int, epoch: int) -> tuple[np.ndarray, ...]:
         data = read_bytes(self.files[index])
-        crop = [np.random.default_rng([self.transform.seed, epoch, index, *self.crop_stream]).random(5, np.float32)]
+        rng = image_rng(self.transform.seed, epoch, index, self.crop_stream)
+        crop = [np.array([rng.random() for _ in range(5)], np.float32)]
         return (data, *(crop if self.augmented else []), *(column[index] for column in self.extra.values()))
 
     def operations(self) -> list[tuple[list, list[str], list[str]]]:
@@ -126,6 +128,15 @@ class CropAndFlip:
         if self.flip and crop[4] < 0.5:
             out = out[:, ::-1]
         return np.ascontiguousarray(out)
+
+
+def image_rng(seed: int, epoch: int, index: int, stream: str) -> random.Random:
+    """The generator of one image's random draws in ``stream``, a function of (seed, epoch,
+    index) alone: the same in any worker, on any rank and after a resume. Python's Mersenne
+    Twister seeded from the numbers as text (through SHA-512: distinct images get unrelated
+    streams) takes ~5 us to make; NumPy's ``default_rng([...])`` ~50 us, a third of the input
+    pipeline's per-image reading time (``benchmarks/bench_augment.py``)."""
+    return random.Random(f"{seed}/{epoch}/{index}/{stream}")
 
 
 def add_channel_axis(image: np.ndarray) -> np.ndarray:

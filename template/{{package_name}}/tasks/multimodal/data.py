@@ -31,7 +31,7 @@ from ...engine.errors import DataError
 from ...engine.pipeline import resolve_workers
 from ...engine.task import Data
 from ...images.decode import read_npz
-from ...images.files import ImageFiles, ImageTransform, statistics
+from ...images.files import ImageFiles, ImageTransform, image_rng, statistics
 from .config import DataConfig
 
 PAD, UNK = "<pad>", "<unk>"  # token ids 0 and 1
@@ -118,9 +118,9 @@ def split_by_image(image_of: np.ndarray, labels: np.ndarray | None, eval_fractio
 class CaptionedImages(ImageFiles):
     """Training images, each once per epoch with one of its captions, drawn from (seed, epoch,
     index): caption rows ``starts[i]`` up to ``starts[i + 1]`` of ``tokens`` describe image i.
-    The crop and flip come from (seed, epoch, index, 1): independent of the caption drawn."""
+    The crop and flip come from their own stream of (seed, epoch, index): independent of the caption."""
 
-    crop_stream = (1,)
+    crop_stream = "caption-crop"
 
     def __init__(self, files: np.ndarray, tokens: np.ndarray, starts: np.ndarray, transform: ImageTransform,
                  seed: int):
@@ -130,7 +130,7 @@ class CaptionedImages(ImageFiles):
 
     def read(self, index: int, epoch: int) -> tuple[np.ndarray, ...]:
         low, high = self.bounds[index], self.bounds[index + 1]
-        pick = low + np.random.default_rng([self.seed, epoch, index]).integers(high - low)
+        pick = low + image_rng(self.seed, epoch, index, "caption").randrange(high - low)
         return (*super().read(index, epoch)[:-1], self.tokens[pick])  # "tokens" is the last column
 
 

@@ -31,6 +31,8 @@ import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn, ops
 
+from ...images.files import image_rng
+
 # The row of one image: affine (6), colour (7), erase (on, y0, y1, x0, x1), mix (kind, lam, y0, y1, x0, x1).
 THETA, BRIGHTNESS, SATURATION, CONTRAST, SHARPNESS, LEVELS, SOLARIZE, AUTOCONTRAST = 0, 6, 7, 8, 9, 10, 11, 12
 ERASE, MIX, PARAMS = 13, 18, 24
@@ -98,7 +100,7 @@ class Recipe:
 
     def draw(self, index: int, epoch: int) -> np.ndarray:
         """The (PARAMS,) float32 row of image ``index`` in ``epoch``: the same every time."""
-        rng = np.random.default_rng([self.seed, epoch, index, 0xA06])
+        rng = image_rng(self.seed, epoch, index, "augment")
         row = np.zeros(PARAMS, np.float32)
         affine = self._crop(rng)
         colour = {"brightness": 1.0, "saturation": 1.0, "contrast": 1.0, "sharpness": 1.0, "levels": 256.0,
@@ -137,8 +139,8 @@ class Recipe:
         count, fixed_bin = (1, None) if wide else (2, self.magnitude)
         chosen = []
         for _ in range(count):
-            op = OPS[rng.integers(len(OPS))]
-            level = (rng.integers(BINS) if fixed_bin is None else fixed_bin) / (BINS - 1)  # 0..1
+            op = OPS[rng.randrange(len(OPS))]
+            level = (rng.randrange(BINS) if fixed_bin is None else fixed_bin) / (BINS - 1)  # 0..1
             magnitude = SPACE[op][wide] * level
             if op not in ("posterize", "solarize") and rng.random() < 0.5:
                 magnitude = -magnitude
@@ -154,7 +156,7 @@ class Recipe:
             ratio = math.exp(rng.uniform(math.log(0.3), math.log(3.3)))
             h, w = round(math.sqrt(area * ratio)), round(math.sqrt(area / ratio))
             if h < self.size and w < self.size:
-                top, left = rng.integers(self.size - h + 1), rng.integers(self.size - w + 1)
+                top, left = rng.randrange(self.size - h + 1), rng.randrange(self.size - w + 1)
                 return [1, top, top + h, left, left + w]
         return [0, 0, 0, 0, 0]
 
@@ -163,11 +165,11 @@ class Recipe:
         if not self.mixing or rng.random() >= self.mix_prob:
             return [0, 1, 0, 0, 0, 0]
         cut = self.cutmix is not None and (self.mixup is None or rng.random() < self.mix_switch_prob)
-        lam = rng.beta(self.cutmix, self.cutmix) if cut else rng.beta(self.mixup, self.mixup)
+        lam = rng.betavariate(self.cutmix, self.cutmix) if cut else rng.betavariate(self.mixup, self.mixup)
         if not cut:
             return [1, lam, 0, 0, 0, 0]
         side = int(self.size * math.sqrt(1 - lam))
-        cy, cx = rng.integers(self.size), rng.integers(self.size)
+        cy, cx = rng.randrange(self.size), rng.randrange(self.size)
         y0, y1 = np.clip([cy - side // 2, cy + side // 2], 0, self.size)
         x0, x1 = np.clip([cx - side // 2, cx + side // 2], 0, self.size)
         return [2, 1 - (y1 - y0) * (x1 - x0) / self.size ** 2, y0, y1, x0, x1]  # lam: the box's true area
