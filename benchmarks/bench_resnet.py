@@ -1,13 +1,14 @@
 """ResNet-18 (torchvision layout) training step, MindSpore vs PyTorch, side by side.
 
-    python benchmarks/bench_resnet.py [--steps 15] [--batch 32] [--size 64]
+    python benchmarks/bench_resnet.py [--steps 15] [--batch 32] [--size 64] [--before REF]
 
 Generates a vision project from this checkout and times, each in a fresh process, one
 optimizer step (SGD with momentum, fp32, batch 32 of 64x64 RGB by default; median after
 warm-up) of: the project's ``model.arch=resnet18`` with its jit step (oneDNN capped at AVX2,
 as the vision config ships), with ``model.fast_conv`` false (MindSpore's own convolution
 backward) and true (``FastConv2d``), and the same network in PyTorch eager and ``torch.compile``
-(the project's own ``reference_resnet.py``). It also prints the model FLOPs per step
+(the project's own ``reference_resnet.py``); with ``--before REF``, also the project of that git
+ref (fast_conv false), for a before/after in one run. It also prints the model FLOPs per step
 (2 x multiply-accumulates of every convolution and the head, x3 for forward + backward) as a
 share of this machine's fp32 matmul peak (numpy sgemm 2048^2). Not a test: it prints figures.
 Measure on a quiet machine: the load average is printed first.
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 
 from bench_train import _matmul_peak_gflops, generate, measure
+from render import render
 
 HERE = Path(__file__).resolve().parent
 
@@ -102,6 +104,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--size", type=int, default=64)
+    p.add_argument("--before", metavar="REF", help="also measure the project of this git ref")
     p.add_argument("--torch-peer", metavar="PACKAGE", help=argparse.SUPPRESS)
     p.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -121,18 +124,20 @@ def main() -> None:
             "optim.lr=0.01",
             "optim.schedule=constant",
         ]
-        before = measure(project, package, *config, "model.fast_conv=false", steps=args.steps)
-        ours = measure(project, package, *config, "model.fast_conv=true", steps=args.steps)
+        variants = {}
+        if args.before:
+            (Path(tmp) / "before").mkdir()
+            old = render(Path(tmp) / "before" / project.name, "vision", args.before)
+            variants[f"MindSpore jit at {args.before}"] = measure(old, package, *config, "model.fast_conv=false",
+                                                                  steps=args.steps)
+        for fast in ("false", "true"):
+            variants[f"MindSpore jit, fast_conv {fast}"] = measure(project, package, *config,
+                                                                   f"model.fast_conv={fast}", steps=args.steps)
         eager, compiled = (peer(project, package, c, args) for c in (False, True))
     peak = _matmul_peak_gflops()
     flops = eager.get("flops_per_step")
     rows = [("", "ms/step", "GFLOP/s", "share of peak")]
-    for name, result in (
-        ("MindSpore jit, fast_conv false", before),
-        ("MindSpore jit, fast_conv true", ours),
-        ("PyTorch eager", eager),
-        ("PyTorch torch.compile", compiled),
-    ):
+    for name, result in (*variants.items(), ("PyTorch eager", eager), ("PyTorch torch.compile", compiled)):
         if "error" in result:
             rows.append((name, result["error"][:60], "", ""))
             continue
@@ -144,10 +149,10 @@ def main() -> None:
         f"{flops / 1e9 if flops else float('nan'):.1f} GFLOP/step; matmul peak {peak:.0f} GFLOP/s"
     )
     for row in rows:
-        print(f"{row[0]:<32}{row[1]:>10}{row[2]:>10}{row[3]:>15}")
-    for name, result in (("fast_conv false", before), ("fast_conv true", ours)):
+        print(f"{row[0]:<40}{row[1]:>10}{row[2]:>10}{row[3]:>15}")
+    for name, result in variants.items():
         if "error" not in result and "error" not in eager:
-            print(f"PyTorch eager / MindSpore {name}: {eager['ms_per_step'] / result['ms_per_step']:.2f}")
+            print(f"PyTorch eager / {name}: {eager['ms_per_step'] / result['ms_per_step']:.2f}")
 
 
 if __name__ == "__main__":

@@ -38,3 +38,28 @@ def data_home(tmp_path, monkeypatch) -> Path:
     path = tmp_path / "xdg-data"
     monkeypatch.setenv("XDG_DATA_HOME", str(path))
     return path
+
+
+# The longest tests first, so the parallel processes end together (``--dist load`` hands out
+# one test at a time in this order): the generated projects' suites (minutes each; nlp's the
+# longest), then the release round trips, weight imports and the wheel (10-40 s each).
+LONGEST_FIRST = (
+    "test_tasks.py::test_generated_project_slow_tests",
+    "test_tasks.py::test_generated_project_quick",
+    "test_tasks.py::test_generated_project_default_training",
+    "test_update.py",
+    "test_weights.py",
+    "test_wheel.py",
+)
+LONGEST_TASKS = ("[nlp]", "[multimodal]", "[vision]")
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item) -> tuple[int, int]:
+        def first(names, found) -> int:
+            return next((i for i, name in enumerate(names) if found(name)), len(names))
+
+        group = first(LONGEST_FIRST, lambda prefix: prefix in item.nodeid)
+        return group, first(LONGEST_TASKS, item.nodeid.endswith)
+
+    items.sort(key=rank)  # stable: the order within a group and task stays as collected

@@ -50,12 +50,16 @@ def test_generated_project_quick_tests(tmp_path, task):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", available_tasks())
-def test_generated_project_slow_tests_and_default_training(tmp_path, task):
-    project = generate(tmp_path, task, name=f"demo-{task}")
-    # Its test_default_config_* trains the default config in-process; train.py below does the
-    # same run as a user would and checks the same target (the task's facts), so it runs once.
-    run_project_tests(project, "slow")
+def test_generated_project_slow_tests(tmp_path, task):
+    run_project_tests(generate(tmp_path, task, name=f"slow-{task}"), "slow")
 
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", available_tasks())
+def test_generated_project_default_training(tmp_path, task):
+    # The project's test_default_config_* trains the default config in-process; this runs it as
+    # a user would (train.py) and checks the same target (the task's facts), so it runs once.
+    project = generate(tmp_path, task, name=f"demo-{task}")
     run = subprocess.run(
         [sys.executable, "train.py"], cwd=project, capture_output=True, text=True, timeout=600
     )
