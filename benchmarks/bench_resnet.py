@@ -128,11 +128,13 @@ def main() -> None:
         if args.before:
             (Path(tmp) / "before").mkdir()
             old = render(Path(tmp) / "before" / project.name, "vision", args.before)
-            variants[f"MindSpore jit at {args.before}"] = measure(old, package, *config, "model.fast_conv=false",
-                                                                  steps=args.steps)
+            variants[f"MindSpore jit at {args.before}"] = measure(
+                old, package, *config, "model.fast_conv=false", steps=args.steps
+            )
         for fast in ("false", "true"):
-            variants[f"MindSpore jit, fast_conv {fast}"] = measure(project, package, *config,
-                                                                   f"model.fast_conv={fast}", steps=args.steps)
+            variants[f"MindSpore jit, fast_conv {fast}"] = measure(
+                project, package, *config, f"model.fast_conv={fast}", steps=args.steps
+            )
         eager, compiled = (peer(project, package, c, args) for c in (False, True))
     peak = _matmul_peak_gflops()
     flops = eager.get("flops_per_step")
