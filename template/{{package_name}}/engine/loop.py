@@ -158,13 +158,17 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
         raise ConfigError(f"train.grad_accum_steps={cfg.train.grad_accum_steps} exceeds the "
                           f"{len(batches)} batches in an epoch")
 
+    total_steps = cfg.train.max_steps or cfg.train.epochs * per_epoch
+    if meta is not None and meta["state"]["step"] > total_steps:
+        raise ConfigError(f"{resume_path} is at step {meta['state']['step']}, past this run's {total_steps} steps; "
+                          f"raise train.max_steps or train.epochs to continue it")
+
     # Seed policy: splits, data order and sampled rows come from cfg.seed on every rank (one
     # order, sharded by rank); the model is built under seed + rank, so each rank draws its own
     # dropout masks (as nanoGPT offsets its seed), and starts from rank 0's initial weights.
     runtime.seed_everything(cfg.seed + comm.rank, mindspore_only=True)
     model = task.build_model(cfg, data.meta, comm)
     distributed.copy_from_rank_0(model.network, comm)
-    total_steps = cfg.train.max_steps or cfg.train.epochs * per_epoch
     schedule = lr_schedule(cfg.optim, total_steps)
     optimizer = build_optimizer(cfg.optim, model.network.trainable_params(), schedule,
                                 layer_scales(cfg.optim, model, cfg.task))
