@@ -99,8 +99,10 @@ class StemPool(nn.Cell):
 
     Training pools with MindSpore's padded MaxPool2d: forward + backward 44 ms on a 32 x 64 x 32
     x 32 map against 92 with an explicit ``ops.pad`` first (PadV3 was 6 % of a ResNet-18 step;
-    2-core CPU). Evaluation and export pad with zeros, then pool (the same numbers: the inputs
-    are >= 0), because the padded pool's MINDIR does not reload with a dynamic batch."""
+    2-core CPU), and a training run on one folder of photos that hung inside the backward of
+    pad + pool (a CPU kernel spinning, at the same step every time) finishes with it. Evaluation
+    and export pad with zeros, then pool (the same numbers: the inputs are >= 0), because the
+    padded pool's MINDIR does not reload with a dynamic batch."""
 
     def __init__(self):
         super().__init__()
