@@ -222,20 +222,29 @@ def test_a_project_of_every_earlier_release_updates_to_this_checkout(tmp_path, t
         assert git("status", "--porcelain", cwd=dest) != ""  # the update is left for the user to review
 
 
+def vision_project_at_release(tmp_path, tag: str):
+    """A clone of this checkout with release ``tag`` tagged, and a vision project ``proj``
+    generated (with git) from that release: (clone, project)."""
+    from msscaffold import generate as _generate
+    from msscaffold.source import TemplateSource
+
+    clone = tmp_path / "clone"
+    git("clone", "-q", "--no-tags", str(REPO), str(clone), cwd=tmp_path)
+    git("tag", tag, _hatch_build().release_tags(clone)[tag], cwd=clone)
+    dest = tmp_path / "proj"
+    source = TemplateSource(str(clone), tag, "custom")
+    _generate.new_project(dest, source=source, data={"task": "vision", "project_name": "proj"}, init_git=True)
+    return clone, dest
+
+
 @pytest.mark.slow
 def test_an_edit_of_a_module_the_template_moved_follows_it_or_is_named(tmp_path):
     """0.4.0's engine/console.py is logs/console.py now, and engine/trainer.py became
     engine/loop.py: a user's edit of either is merged into the new file or named as a conflict,
     never dropped with the old file (plain Copier deletes it, edit and all)."""
     from msscaffold import generate as _generate
-    from msscaffold.source import TemplateSource
 
-    clone = tmp_path / "clone"
-    git("clone", "-q", "--no-tags", str(REPO), str(clone), cwd=tmp_path)
-    git("tag", "v0.4.0", _hatch_build().release_tags(clone)["v0.4.0"], cwd=clone)
-    dest = tmp_path / "proj"
-    source = TemplateSource(str(clone), "v0.4.0", "custom")
-    _generate.new_project(dest, source=source, data={"task": "vision", "project_name": "proj"}, init_git=True)
+    clone, dest = vision_project_at_release(tmp_path, "v0.4.0")
     engine = dest / "proj" / "engine"
     console = (engine / "console.py").read_text()
     line = """        return line + (f"  skipped {logs['skipped_steps']}" if logs["skipped_steps"] else "")"""
@@ -261,14 +270,8 @@ def test_an_edit_of_a_module_the_template_moved_follows_it_or_is_named(tmp_path)
 def test_an_edit_of_a_network_that_moved_into_models_follows_it(tmp_path):
     """0.5.0's tasks/vision/resnet.py is models/resnet.py now: the user's edit moves with it."""
     from msscaffold import generate as _generate
-    from msscaffold.source import TemplateSource
 
-    clone = tmp_path / "clone"
-    git("clone", "-q", "--no-tags", str(REPO), str(clone), cwd=tmp_path)
-    git("tag", "v0.5.0", _hatch_build().release_tags(clone)["v0.5.0"], cwd=clone)
-    dest = tmp_path / "proj"
-    source = TemplateSource(str(clone), "v0.5.0", "custom")
-    _generate.new_project(dest, source=source, data={"task": "vision", "project_name": "proj"}, init_git=True)
+    clone, dest = vision_project_at_release(tmp_path, "v0.5.0")
     old = dest / "proj" / "tasks" / "vision" / "resnet.py"
     line = "        self.layer1, self.layer2, self.layer3, self.layer4 = stages\n"
     assert old.read_text().count(line) == 1
