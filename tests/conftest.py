@@ -54,12 +54,14 @@ LONGEST_FIRST = (
 LONGEST_TASKS = ("[nlp]", "[multimodal]", "[vision]")
 
 
+def _first(names, matches) -> int:
+    return next((i for i, name in enumerate(names) if matches(name)), len(names))
+
+
 def pytest_collection_modifyitems(items):
-    def rank(item) -> tuple[int, int]:
-        def first(names, found) -> int:
-            return next((i for i, name in enumerate(names) if found(name)), len(names))
-
-        group = first(LONGEST_FIRST, lambda prefix: prefix in item.nodeid)
-        return group, first(LONGEST_TASKS, item.nodeid.endswith)
-
-    items.sort(key=rank)  # stable: the order within a group and task stays as collected
+    items.sort(  # stable: the order within a group and task stays as collected
+        key=lambda item: (
+            _first(LONGEST_FIRST, lambda prefix: prefix in item.nodeid),
+            _first(LONGEST_TASKS, item.nodeid.endswith),
+        )
+    )

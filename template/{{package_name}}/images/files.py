@@ -74,9 +74,13 @@ class ImageFiles:
 
     def read(self, index: int, epoch: int) -> tuple[np.ndarray, ...]:
         data = read_bytes(self.files[index])
+        return (data, *([self.crop(index, epoch)] if self.augmented else []),
+                *(column[index] for column in self.extra.values()))
+
+    def crop(self, index: int, epoch: int) -> np.ndarray:
+        """The five numbers of the image's random crop in ``epoch`` (``CropAndFlip`` reads them)."""
         rng = image_rng(self.transform.seed, epoch, index, self.crop_stream)
-        crop = [np.array([rng.random() for _ in range(5)], np.float32)]
-        return (data, *(crop if self.augmented else []), *(column[index] for column in self.extra.values()))
+        return np.array([rng.random() for _ in range(5)], np.float32)
 
     def operations(self) -> list[tuple[list, list[str], list[str]]]:
         t = self.transform
