@@ -2,6 +2,7 @@
 
     python benchmarks/bench_augment.py                    # 1,200 JPEGs, workers 1 and 2
     python benchmarks/bench_augment.py --workers 1 2 4 8  # the curve, on a machine with the cores
+    python benchmarks/bench_augment.py --before REF       # also the project of git REF, same run
 
 A synthetic ImageFolder of 160x160 RGB JPEGs, trained at image_size 128 (base square 146, the
 eval resize), batch 64, in the vision project rendered from this checkout (HEAD). Measured per
@@ -101,26 +102,30 @@ def main() -> None:
     p.add_argument("--images", type=int, default=1200)
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--before", metavar="REF", help="also measure the project of this git ref")
     args = p.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        project = render(root / "vision", "vision")
+        projects = {"": render(root / "vision", "vision")}
+        if args.before:
+            (root / "before").mkdir()
+            projects[f" @{args.before}"] = render(root / "before" / "vision", "vision", args.before)
         folder = write_folder(root, args.images)
+        rows = [(path + suffix, project, path) for suffix, project in projects.items() for path in PATHS]
         figures: dict[tuple[str, int], list[float]] = {}
         for _ in range(args.repeats):
-            for path in PATHS:
+            for name, project, path in rows:
                 for workers in args.workers:
                     result = child(project, str(folder), str(workers), path)
-                    figures.setdefault((path, workers), []).append(result["images_per_s"])
+                    figures.setdefault((name, workers), []).append(result["images_per_s"])
+    width = max(12, *(len(name) + 1 for name, _, _ in rows))
     print(f"images/s, {args.images} JPEGs 160x160 -> 128, batch 64, median of {args.repeats}:")
-    print(
-        f"{'':12}" + "".join(f"{f'{w} worker' + 's' * (w > 1):>13}" for w in args.workers) + "   last / first"
-    )
-    for path in PATHS:
-        medians = [statistics.median(figures[path, w]) for w in args.workers]
-        print(f"{path:12}" + "".join(f"{m:13.0f}" for m in medians) + f"   {medians[-1] / medians[0]:.2f}x")
-
+    print(f"{'':{width}}" + "".join(f"{f'{w} worker' + 's' * (w > 1):>13}" for w in args.workers)
+          + "   last / first")
+    for name, _, _ in rows:
+        medians = [statistics.median(figures[name, w]) for w in args.workers]
+        print(f"{name:{width}}" + "".join(f"{m:13.0f}" for m in medians) + f"   {medians[-1] / medians[0]:.2f}x")
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:

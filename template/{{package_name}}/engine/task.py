@@ -90,7 +90,9 @@ class ExampleSource(Protocol):
     (augmentation) must come from (seed, epoch, index), drawn in ``read`` and passed as a
     column, so a resumed run and any number of workers see the same examples.
     ``check(index)`` raises ``DataError`` naming the example if it cannot be read: the engine
-    calls it to say which one stopped the pipeline."""
+    calls it to say which one stopped the pipeline. A source of files may name them,
+    ``files`` (one path per example): the engine then reads their bytes in C++ as a first
+    column ``image``, zipped with what ``read`` returns (``images/files.py``)."""
 
     columns: tuple[str, ...]
     outputs: tuple[str, ...]

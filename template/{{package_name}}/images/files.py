@@ -1,11 +1,13 @@
 """Image files streamed through ``mindspore.dataset``: listed up front, decoded in the workers.
 
-``ImageFiles`` is an ``ExampleSource`` (``engine/task.py``): ``read`` returns a file's bytes
-(and the numbers of its random crop); MindSpore's C++ vision ops decode, crop, resize and
-normalise them in ``data.workers`` parallel workers, so memory holds a few batches, not the
-data set. Train-time augmentation (random resized crop and/or a horizontal flip) draws
-its parameters from (seed, epoch, index) in ``read`` and applies them with a deterministic
-crop: a resumed run and any number of workers see exactly the same crops.
+``ImageFiles`` is an ``ExampleSource`` (``engine/task.py``) that names its ``files``: the engine
+reads their bytes in C++, and ``read`` checks a file (cheaply: a file MindSpore's decoder would
+crash on is refused before it gets there) and returns the rest of its row (its position, the
+numbers of its random crop, its label...). MindSpore's C++ vision ops decode, crop, resize and
+normalise in ``data.workers`` parallel workers, so memory holds a few batches, not the data
+set. Train-time augmentation (random resized crop and/or a horizontal flip) draws its
+parameters from (seed, epoch, index) in ``read`` and applies them with a deterministic crop:
+a resumed run and any number of workers see exactly the same crops.
 """
 
 from __future__ import annotations
@@ -66,15 +68,16 @@ class ImageFiles:
         self.extra = extra
         self.transform = transform
         self.augmented = transform.augment != "none"
-        self.columns = ("image", *(["crop"] if self.augmented else []), *extra)
+        # "file": the row's position in files (GeneratorDataset needs a column even when nothing else is read)
+        self.columns = ("file", *(["crop"] if self.augmented else []), *extra)
         self.outputs = ("image", *extra)
 
     def __len__(self) -> int:
         return len(self.files)
 
     def read(self, index: int, epoch: int) -> tuple[np.ndarray, ...]:
-        data = read_bytes(self.files[index])
-        return (data, *([self.crop(index, epoch)] if self.augmented else []),
+        read_bytes(self.files[index])  # before its bytes reach Decode (the engine zips them on after this)
+        return (np.int32(index), *([self.crop(index, epoch)] if self.augmented else []),
                 *(column[index] for column in self.extra.values()))
 
     def crop(self, index: int, epoch: int) -> np.ndarray:

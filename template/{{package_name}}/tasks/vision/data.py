@@ -106,21 +106,21 @@ class AugmentedFiles:
     """An ``ImageFiles`` with the augmentation row as a last column. When the device augments,
     the files decode to raw [0, 1] base squares: a pipeline of C++ ops only (it scales with workers)."""
 
-    def __init__(self, files: ImageFiles, recipe: Recipe):
-        self.files, self.recipe = files, recipe
-        self.columns, self.outputs = (*files.columns, "augment"), (*files.outputs, "augment")
+    def __init__(self, images: ImageFiles, recipe: Recipe):
+        self.images, self.recipe, self.files = images, recipe, images.files
+        self.columns, self.outputs = (*images.columns, "augment"), (*images.outputs, "augment")
 
     def __len__(self) -> int:
-        return len(self.files)
+        return len(self.images)
 
     def read(self, index: int, epoch: int) -> tuple[np.ndarray, ...]:
-        return (*self.files.read(index, epoch), self.recipe.draw(index, epoch))
+        return (*self.images.read(index, epoch), self.recipe.draw(index, epoch))
 
     def operations(self) -> list:
-        return self.files.operations()
+        return self.images.operations()
 
     def check(self, index: int) -> None:
-        self.files.check(index)
+        self.images.check(index)
 
 
 class AugmentedArrays:
