@@ -121,11 +121,17 @@ def main() -> None:
                     figures.setdefault((name, workers), []).append(result["images_per_s"])
     width = max(12, *(len(name) + 1 for name, _, _ in rows))
     print(f"images/s, {args.images} JPEGs 160x160 -> 128, batch 64, median of {args.repeats}:")
-    print(f"{'':{width}}" + "".join(f"{f'{w} worker' + 's' * (w > 1):>13}" for w in args.workers)
-          + "   last / first")
+    print(
+        f"{'':{width}}"
+        + "".join(f"{f'{w} worker' + 's' * (w > 1):>13}" for w in args.workers)
+        + "   last / first"
+    )
     for name, _, _ in rows:
         medians = [statistics.median(figures[name, w]) for w in args.workers]
-        print(f"{name:{width}}" + "".join(f"{m:13.0f}" for m in medians) + f"   {medians[-1] / medians[0]:.2f}x")
+        print(
+            f"{name:{width}}" + "".join(f"{m:13.0f}" for m in medians) + f"   {medians[-1] / medians[0]:.2f}x"
+        )
+
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
