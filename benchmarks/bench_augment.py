@@ -64,8 +64,9 @@ def worker(folder: str, workers: int, path: str) -> dict:
         )
     else:
         recipe = Recipe.of(cfg, "crop_flip", 146)
+        raw = {"raw": True} if "raw" in ImageTransform.__dataclass_fields__ else {}  # uint8 since 0.8.0
         source = AugmentedFiles(
-            ImageFiles(files, {"label": labels}, ImageTransform(146, 3, eval_crop=1.0)), recipe
+            ImageFiles(files, {"label": labels}, ImageTransform(146, 3, eval_crop=1.0, **raw)), recipe
         )
         augment = compiled(Augment(recipe, [0.5] * 3, [0.25] * 3))
     from mindspore import Tensor

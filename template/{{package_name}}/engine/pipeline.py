@@ -2,12 +2,12 @@
 
 A task's ``ExampleSource`` (see ``engine/task.py``) reads one example cheaply (e.g. a label
 and a few numbers of augmentation); when it names ``files``, their bytes are read by
-MindSpore's C++ ``ManifestDataset`` (no Python per byte: a Python reader under the GIL capped
-the pipeline near 1,200 images/s whatever the workers). The transforms it names (decode, crop,
-resize, normalise: MindSpore's C++ vision ops) run in ``data.workers`` parallel workers. The engine picks which indices are
-read, in which order: a plain list of indices given as ``sampler`` is kept exactly, with any
-number of workers, so the seeded per-epoch order, rank sharding and resuming at any batch
-work as they do for arrays in memory (``engine/data.py``).
+MindSpore's C++ ``ManifestDataset`` (a Python reader of the bytes, under the GIL, capped the
+pipeline near 1,200 images/s whatever the workers). The transforms it names (decode, crop,
+resize, normalise: MindSpore's C++ vision ops) run in ``data.workers`` parallel workers. The
+engine picks which indices are read, in which order: a plain list of indices given as
+``sampler`` is kept exactly, with any number of workers, so the seeded per-epoch order, rank
+sharding and resuming at any batch work as they do for arrays in memory (``engine/data.py``).
 """
 
 from __future__ import annotations

@@ -204,7 +204,8 @@ def _colour(op: str, m: float, colour: dict) -> None:
 
 
 class Augment(nn.Cell):
-    """(B, C, base, base) images in [0, 1] + their (B, PARAMS) rows -> (B, C, size, size) normalised."""
+    """(B, C, base, base) images (float in [0, 1], or uint8 pixels) + their (B, PARAMS) rows ->
+    (B, C, size, size) float32, normalised."""
 
     def __init__(self, recipe: Recipe, mean, std):
         super().__init__()
@@ -219,7 +220,7 @@ class Augment(nn.Cell):
 
     def construct(self, image, params):
         b, c = image.shape[0], image.shape[1]
-        x = image
+        x = image.astype(ms.float32) / 255 if image.dtype == ms.uint8 else image
         if self.geometric:
             grid = ops.affine_grid(params[:, THETA:THETA + 6].reshape(b, 2, 3), (b, c, self.size, self.size),
                                    align_corners=False)

@@ -5,9 +5,10 @@ normalised batch by batch in ``mindspore.dataset`` workers (``images/files.py``)
 memory does not grow with the number of images. An ``.npz`` (e.g. the embedded digits) is
 small: it is decoded once and batched from memory, the fastest path for small data.
 
-Augmented training (``augment.py``): both kinds hand the train step raw images in [0, 1] (a
-folder's at the shorter side ``round(image_size / eval_crop)``, centre square) plus one row of
-augmentation numbers per image, drawn from (seed, epoch, index); the step augments them.
+Augmented training (``augment.py``): both kinds hand the train step raw images (a folder's as
+uint8 pixels at the shorter side ``round(image_size / eval_crop)``, centre square; an .npz's in
+[0, 1]) plus one row of augmentation numbers per image, drawn from (seed, epoch, index); the
+step augments them.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ def load_data(cfg) -> Data:
         if recipe.active:  # + a row of augmentation numbers per image
             train = AugmentedArrays(train_images, labels[train_idx], recipe)
     else:
-        if recipe.on_device:  # the shorter side to base, centre square, raw [0, 1]: Augment does the rest
-            transform = ImageTransform(recipe.base, d.channels, eval_crop=1.0)
+        if recipe.on_device:  # the shorter side to base, centre square, uint8: Augment does the rest
+            transform = ImageTransform(recipe.base, d.channels, eval_crop=1.0, raw=True)
         else:  # crop + flip (if any) in the pipeline, as the eval transform otherwise
             transform = ImageTransform.of(meta, augment=augment, min_crop=d.min_crop, seed=cfg.seed)
         train = ImageFiles(examples[train_idx], {"label": labels[train_idx]}, transform)
