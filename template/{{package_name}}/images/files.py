@@ -35,7 +35,7 @@ RATIOS = (3 / 4, 4 / 3)
 
 @dataclass(frozen=True)
 class ImageTransform:
-    """How a file becomes a float32 (C, size, size) array (``raw``: uint8 pixels, not normalised)."""
+    """How a file becomes a float32 (C, size, size) array (``raw``: not normalised; RGB as uint8 pixels)."""
 
     size: int
     channels: Literal[1, 3]
@@ -102,9 +102,10 @@ class ImageFiles:
                 resize = []
         # Normalize works on [0, 255] values; the statistics are kept in [0, 1] units.
         mean, std = [m * 255 for m in t.mean], [s * 255 for s in t.std]
-        if t.channels == 1:  # ConvertColor (vision.Grayscale fails after Decode) drops the channel axis
-            tail = [vision.ConvertColor(vision.ConvertMode.COLOR_RGB2GRAY),
-                    *([] if t.raw else [vision.Normalize(mean[:1], std[:1])]), add_channel_axis]
+        if t.channels == 1:  # ConvertColor (vision.Grayscale fails after Decode) drops the channel axis;
+            # ToTensor (C++, unlike a Python op) restores it, in [0, 1] units: raw grey is float32
+            tail = [vision.ConvertColor(vision.ConvertMode.COLOR_RGB2GRAY), vision.ToTensor(),
+                    *([] if t.raw else [vision.Normalize(t.mean[:1], t.std[:1], is_hwc=False)])]
         else:
             tail = [*([] if t.raw else [vision.Normalize(mean * (3 // len(mean)), std * (3 // len(std)))]),
                     vision.HWC2CHW()]
@@ -147,10 +148,6 @@ def image_rng(seed: int, epoch: int, index: int, stream: str) -> random.Random:
     streams) takes ~5 us to make; NumPy's ``default_rng([...])`` ~50 us, a third of the input
     pipeline's per-image reading time (``benchmarks/bench_augment.py``)."""
     return random.Random(f"{seed}/{epoch}/{index}/{stream}")
-
-
-def add_channel_axis(image: np.ndarray) -> np.ndarray:
-    return image[None]  # (H, W) -> (1, H, W)
 
 
 def read_bytes(file: str) -> np.ndarray:
