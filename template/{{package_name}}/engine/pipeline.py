@@ -16,7 +16,7 @@ import json
 import os
 import tempfile
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import mindspore.dataset as ds
@@ -65,9 +65,8 @@ def build(source: ExampleSource, indices: np.ndarray, epoch: int, batch_size: in
     # Reading is cheap (a few numbers): one reader; the transforms get the workers.
     dataset = ds.GeneratorDataset(_Epoch(source, epoch), column_names=list(source.columns), sampler=order,
                                   num_parallel_workers=1)
-    files = getattr(source, "files", None)
-    if files is not None:  # "image": the bytes of the files, zipped row by row with what read() returns
-        dataset = ds.zip((file_bytes([files[i] for i in order]), dataset))
+    if getattr(source, "files", None) is not None:  # "image": the files' bytes, zipped row by row with read()'s
+        dataset = ds.zip((file_bytes(source, order), dataset))
     for operations, inputs, outputs in stages(source.operations()):
         dataset = dataset.map(operations, input_columns=inputs, output_columns=outputs,
                               num_parallel_workers=workers)
@@ -86,16 +85,23 @@ def stages(steps: list[tuple[list, list[str], list[str]]]) -> list[tuple[list, l
     return merged
 
 
-def file_bytes(paths: Sequence[str]) -> ds.Dataset:
-    """A column ``image`` of the files' bytes, in the order given, read in C++ from a manifest
-    (a JSON line per file, in a temporary file deleted with the dataset)."""
-    manifest = tempfile.NamedTemporaryFile("w", prefix="files-", suffix=".json", delete=False)
-    with manifest:
-        manifest.writelines(json.dumps({"source": os.path.abspath(path), "usage": "train",
-                                        "annotation": [{"name": "file"}]}) + "\n" for path in paths)
-    dataset = ds.ManifestDataset(manifest.name, decode=False, class_indexing={"file": 0}, shuffle=False)
-    weakref.finalize(dataset, os.unlink, manifest.name)
+def file_bytes(source: ExampleSource, order: list[int]) -> ds.Dataset:
+    """A column ``image``: the bytes of ``source.files[order]``, in that order, read in C++ from
+    a manifest of all the files (a JSON line each), written once per source to a temporary file
+    deleted with it (rewriting 1.2M paths every epoch would cost ~9 s)."""
+    manifest = _manifests.get(source)
+    if manifest is None:
+        with tempfile.NamedTemporaryFile("w", prefix="files-", suffix=".json", delete=False) as file:
+            line = '{"source": %s, "usage": "train", "annotation": [{"name": "file"}]}\n'
+            file.writelines(line % json.dumps(os.path.abspath(path)) for path in source.files)
+        manifest = _manifests[source] = file.name
+        weakref.finalize(source, os.unlink, manifest)
+    dataset = ds.ManifestDataset(manifest, decode=False, class_indexing={"file": 0},
+                                 sampler=ds.SubsetSampler(order))
     return dataset.project(["image"])
+
+
+_manifests: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # source -> its manifest's path
 
 
 def batches(source: ExampleSource, indices: np.ndarray, epoch: int, batch_size: int, workers: int,
