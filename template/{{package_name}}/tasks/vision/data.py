@@ -105,7 +105,7 @@ def train_recipe(cfg, meta: dict) -> Recipe:
 
 class AugmentedFiles:
     """An ``ImageFiles`` with the augmentation row as a last column. When the device augments,
-    the files decode to raw [0, 1] base squares: a pipeline of C++ ops only (it scales with workers)."""
+    the files decode to raw base squares (uint8 RGB): a pipeline of C++ ops only (it scales with workers)."""
 
     def __init__(self, images: ImageFiles, recipe: Recipe):
         self.images, self.recipe, self.files = images, recipe, images.files
