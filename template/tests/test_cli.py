@@ -1,4 +1,4 @@
-"""Bad input through the real entry scripts: one line on stderr, exit status 2, nothing written."""
+"""Bad input through the real entry scripts: one line on stderr, exit status 1, nothing written."""
 
 import os
 import subprocess

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import ENGINE_TEST_MODEL
+
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 4
 
@@ -25,7 +27,7 @@ def settings(out: Path, name: str, batch_size: int) -> list[str]:
     # differences of a different summation order (all-reduce vs one batch) into visible ones.
     pairs = [f"output.dir={out}", f"output.name={name}", f"train.max_steps={STEPS}", f"train.eval_every={STEPS}",
              f"train.batch_size={batch_size}", "optim.name=sgd", "optim.lr=0.1", "output.plot=false",
-             'train.callbacks=["tests.callbacks:DumpWeights"]']
+             'train.callbacks=["tests.callbacks:DumpWeights"]', *ENGINE_TEST_MODEL]  # the loop's test: a small net
     return [arg for pair in pairs for arg in ("--set", pair)]
 
 

@@ -1,6 +1,6 @@
 """Command-line entry points shared by every task: argument parsing and the error boundary.
 
-User errors (config, data, checkpoint) print one line and exit with status 2; bugs keep
+User errors (config, data, checkpoint) print one line and exit with status 1; bugs keep
 their traceback. MindSpore is imported only after the config has been validated.
 """
 
@@ -70,10 +70,12 @@ def train_main() -> NoReturn:
     args = p.parse_args()
 
     def main():
+        from ..engine.resume import find_resume
         from ..tasks import load_config
 
         cfg = load_config([DEFAULT_CONFIG, *args.configs], args.overrides)
-        from .train import train  # imports MindSpore: after the config is known to be valid
+        find_resume(cfg.output.dir, args.resume)  # a --resume path that is not a checkpoint: said at once
+        from .train import train  # imports MindSpore: after the config and --resume are known to be valid
 
         print(json.dumps(train(cfg, resume=args.resume), indent=2))
 
@@ -84,9 +86,10 @@ def eval_main() -> NoReturn:
     args = parser("Evaluate a checkpoint on the eval split.", checkpoint=True).parse_args()
 
     def main():
-        from ..deploy.inference import evaluate_checkpoint
+        checkpoint = checkpoint_path(args)
+        from ..deploy.inference import evaluate_checkpoint  # imports MindSpore: once there is a checkpoint
 
-        print(json.dumps(evaluate_checkpoint(checkpoint_path(args), args.overrides), indent=2))
+        print(json.dumps(evaluate_checkpoint(checkpoint, args.overrides), indent=2))
 
     guarded(main)
 
@@ -98,9 +101,10 @@ def export_main() -> NoReturn:
     args = p.parse_args()
 
     def main():
-        from ..deploy.export import export_checkpoint
+        checkpoint = checkpoint_path(args)
+        from ..deploy.export import export_checkpoint  # imports MindSpore: once there is a checkpoint
 
-        for name, path in export_checkpoint(checkpoint_path(args), args.out, args.overrides).items():
+        for name, path in export_checkpoint(checkpoint, args.out, args.overrides).items():
             print(f"{name}: {path} (+ {path.with_suffix('.json').name})")
 
     guarded(main)
