@@ -60,8 +60,9 @@ def elsewhere(project, task: str) -> list[str]:
 def run_project_tests(project, marker: str, *extra: str) -> None:
     """The project's own pytest on its tests of ``marker`` (its CI runs both halves); -n 0: this
     repo's suite already runs in parallel processes, the halves of every task side by side."""
+    # -k: train.py below runs the default config as a user would
     pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker, "-n", "0",
-                  "-k", "not test_default_config", *extra]  # train.py below runs the default config as a user would
+                  "-k", "not test_default_config", *extra]
     tests = subprocess.run(pytest_cmd, cwd=project, capture_output=True, text=True, timeout=1200)
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
     assert " passed" in tests.stdout.splitlines()[-1]
