@@ -51,8 +51,8 @@ def elsewhere(project, task: str) -> list[str]:
     args = []
     for test, tasks in SHARED_SLOW_TESTS.items():
         path, _, name = test.partition("::")
-        source = (project / path).read_text(encoding="utf-8")
-        assert f"def {name}(" in source if name else "@pytest.mark.slow" in source, test  # no stale entry
+        needle = f"def {name}(" if name else "@pytest.mark.slow"
+        assert needle in (project / path).read_text(encoding="utf-8"), f"stale entry: {test}"
         args += [] if task in tasks else ["--deselect", test]
     return args
 
