@@ -209,3 +209,13 @@ def test_dockerfile(project, tmp_path):
 
     readme = (project / "README.md").read_text()
     assert "docker build -t tool-box ." in readme and "docker run --rm" in readme
+
+
+def test_ci_preinstalls_the_torch_release_the_test_extra_pins():
+    """.ci/run puts torch in with pip before uv installs the rest (uv would fetch another build):
+    the release it names is the one the test extra pins."""
+    repo = Path(__file__).resolve().parents[1]
+    extra = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pinned = [r for r in extra["optional-dependencies"]["test"] if re.match(r"torch\b", r)]
+    ci = (repo / ".ci" / "run").read_text(encoding="utf-8")
+    assert len(pinned) == 1 and f'"{pinned[0]}"' in ci, (pinned, ci)

@@ -1,4 +1,7 @@
-"""Bad input through the real entry scripts: one line on stderr, exit status 1, nothing written."""
+"""Bad input through the real entry scripts: one line on stderr, exit status 1, nothing written.
+
+In fresh processes as a user runs them; where MindSpore loads before the error, in this process
+(``script``: the import is paid once per test process)."""
 
 import os
 import subprocess
@@ -48,8 +51,8 @@ def test_bad_config_values(tmp_path, override, needles):
     (["runtime.device=Ascend"], "not available"),
     (["data.path=no/such/data"], "data.path"),
 ])
-def test_refused_before_training(tmp_path, overrides, needle):
-    result = run("train.py", "--set", f"output.dir={tmp_path}", *[arg for o in overrides for arg in ("--set", o)])
+def test_refused_before_training(script, tmp_path, overrides, needle):
+    result = script("train.py", "--set", f"output.dir={tmp_path}", *[arg for o in overrides for arg in ("--set", o)])
     assert_one_line_error(result, needle)
     assert not list(tmp_path.glob("*/*.ckpt"))
 
