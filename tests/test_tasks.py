@@ -32,27 +32,36 @@ def test_generated_code_is_lint_clean(tmp_path, task):
     assert lint.returncode == 0, lint.stdout[-3000:]
 
 
-# Slow tests of the layers every project shares (the sweep driver, the optional loggers): the
-# same code whatever the task, which they reach only through train.py or the loop's read-only
-# progress, and each trains in fresh processes. This repository runs each in the projects where
-# what it checks differs (sweeps: one task that maximises its monitor, one that minimises it),
-# not in all four; a generated project's own CI runs them all. Everything else of every slow
-# suite runs in every project.
-SHARED_SLOW_TESTS = {
-    "tests/test_sweep.py": ("vision", "nlp"),  # accuracy (maximise), perplexity (minimise)
+# Tests of the layers every project shares (the sweep driver, the optional loggers, the config
+# errors, the environment doctor): the same code whatever the task, reached only through the
+# entry scripts or the loop's read-only progress, and each pays fresh processes. This repository
+# runs each in the projects where what it checks differs (sweeps: one task that maximises its
+# monitor, one that minimises it; the doctor: with the oneDNN cap (vision) and without), not in
+# all four; a generated project's own CI runs them all. Every other test of every suite runs in
+# every project.
+SWEEPS, CAPPED_AND_NOT = ("vision", "nlp"), ("vision", "nlp")  # accuracy (maximise), perplexity (minimise)
+SHARED_TESTS = {
+    "tests/test_sweep.py::test_sweep_prunes_reports_and_its_best_trains": SWEEPS,
+    "tests/test_sweep.py::test_killed_sweep_continues_without_losing_or_repeating_a_trial": SWEEPS,
+    "tests/test_sweep.py::test_two_sweep_processes_share_one_study": SWEEPS,
+    "tests/test_sweep.py::test_sweep_cli_errors": SWEEPS,
+    "tests/test_sweep.py::test_sweep_without_optuna_names_the_extra": SWEEPS,
     "tests/test_logging.py::test_mlflow_run_in_mlruns_has_config_metrics_and_run_folder": ("recommender",),
     "tests/test_logging.py::test_tensorboard_events_hold_train_values_and_eval_metrics": ("recommender",),
     "tests/test_cli.py::test_chosen_logger_not_installed_names_the_extra": ("multimodal",),
+    "tests/test_cli.py::test_bad_config_values": CAPPED_AND_NOT,  # the shared sections' schema
+    "tests/test_doctor.py": CAPPED_AND_NOT,
 }
 
 
 def elsewhere(project, task: str) -> list[str]:
-    """``--deselect`` arguments for the shared slow tests another task's project runs."""
+    """``--deselect`` arguments for the shared tests another task's project runs."""
     args = []
-    for test, tasks in SHARED_SLOW_TESTS.items():
+    for test, tasks in SHARED_TESTS.items():
         path, _, name = test.partition("::")
-        needle = f"def {name}(" if name else "@pytest.mark.slow"
-        assert needle in (project / path).read_text(encoding="utf-8"), f"stale entry: {test}"
+        file = project / path
+        found = file.is_file() and (not name or f"def {name}(" in file.read_text("utf-8"))
+        assert found, f"stale entry: {test}"
         args += [] if task in tasks else ["--deselect", test]
     return args
 
@@ -71,7 +80,8 @@ def run_project_tests(project, marker: str, *extra: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("task", available_tasks())
 def test_generated_project_quick_tests(tmp_path, task):
-    run_project_tests(generate(tmp_path, task, name=f"quick-{task}"), "not slow")
+    project = generate(tmp_path, task, name=f"quick-{task}")
+    run_project_tests(project, "not slow", *elsewhere(project, task))
 
 
 @pytest.mark.slow
