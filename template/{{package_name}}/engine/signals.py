@@ -2,6 +2,10 @@
 
 The first signal asks the loop to stop after the current optimizer step, so it can save
 ``last.ckpt``; a second one exits at once (Python's default).
+
+Once MindSpore 2.10 has run a compiled step, Ctrl-C reaches Python as SIGTERM: every graph run
+re-installs a C++ SIGINT handler that sends the process SIGTERM (``IntHandler`` in its runtime).
+Python cannot tell that SIGTERM from a scheduler's, so the stop line names both.
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ class StopSignals:
             signal.signal(signum, signal.SIG_DFL)
             raise KeyboardInterrupt
         self.received = signum
-        print(f"\n{signal.Signals(signum).name}: stopping after this step to save last.ckpt "
-              "(again to quit at once)", flush=True)
+        name = "SIGTERM (or Ctrl-C, which MindSpore passes on as SIGTERM)" if signum == signal.SIGTERM else "SIGINT"
+        print(f"\n{name}: stopping after this step to save last.ckpt (again to quit at once)", flush=True)
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():  # handlers live in the main thread
