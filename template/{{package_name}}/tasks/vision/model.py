@@ -53,12 +53,14 @@ class Classifier(nn.Cell):
 
 class ClassificationLoss(nn.Cell):
     """Mean cross-entropy, in float32 under mixed precision too: the logits arrive in float32
-    and the loss is a primitive, not a Cell that amp would cast to float16."""
+    and the loss is a function, not a Cell that amp would cast to float16. (Not the fused
+    ``SparseSoftmaxCrossEntropyWithLogits`` primitive: with it, MindSpore 2.10's frontend
+    thread spins through every step of a small CNN and takes a core from the kernels, 20-30 %
+    slower on 2 cores; bench_versions.py.)"""
 
     def __init__(self, network: nn.Cell):
         super().__init__()
         self.network = network
-        self.cross_entropy = ops.SparseSoftmaxCrossEntropyWithLogits()  # one fused kernel
 
     def construct(self, image, label):  # (B, C, H, W), (B,) int32
-        return self.cross_entropy(self.network(image), label)
+        return ops.cross_entropy(self.network(image), label)
