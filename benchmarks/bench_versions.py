@@ -5,8 +5,9 @@
 
 For a refactor that must not change speed: each task is rendered at REF and at HEAD, and the
 two projects train the same steps of their default config in alternating fresh processes
-(``--rounds`` each). Printed: the median samples/s of the log rows after the first (which
-holds the compile) and the final loss. Not a test: it prints figures. REF is a release tag
+(``--rounds`` each). Printed: the median samples/s of the log rows whose window holds neither
+the compile (the first row) nor an evaluation (its time falls in the next window, and the
+releases evaluate differently), and the final loss. Not a test: it prints figures. REF is a release tag
 (``vX.Y.Z``, derived from VERSION as the wheel build does) or any git ref.
 """
 
@@ -36,21 +37,24 @@ def commit_of(ref: str) -> str:
 
 
 def train(project: Path, steps: int) -> tuple[float, float]:
-    """(median samples/s after the first log row, last logged loss) of one fresh train.py."""
-    overrides = [f"train.max_steps={steps}", "train.log_every=5", "output.plot=false"]
+    """(median samples/s of the clean log rows, last logged loss) of one fresh train.py."""
+    overrides = [f"train.max_steps={steps}", "train.log_every=10", "output.plot=false"]
     args = [sys.executable, "train.py"] + [a for o in overrides for a in ("--set", o)]
     run = subprocess.run(args, cwd=project, capture_output=True, text=True, check=True)
     run_dir = project / json.loads(run.stdout[run.stdout.index("{\n") :])["run_dir"]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     train_rows = [r for r in rows if r.get("kind") == "train"]
-    return statistics.median(r["samples_per_s"] for r in train_rows[1:]), train_rows[-1]["loss"]
+    evals = [r["step"] for r in rows if r.get("kind") == "eval"]
+    clean = [row["samples_per_s"] for before, row in zip(train_rows, train_rows[1:])
+             if not any(before["step"] <= step < row["step"] for step in evals)]
+    return statistics.median(clean), train_rows[-1]["loss"]
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--before", required=True, metavar="REF")
     p.add_argument("--task", action="append", choices=TASKS)
-    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--steps", type=int, default=200)
     p.add_argument("--rounds", type=int, default=2)
     args = p.parse_args()
     before = commit_of(args.before)
