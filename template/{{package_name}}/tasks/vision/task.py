@@ -30,7 +30,7 @@ def build_model(cfg, meta: dict, comm: Comm) -> Model:
 
 
 def build_loss(network: Classifier, cfg, meta: dict) -> nn.Cell:
-    """Plain cross-entropy (one fused kernel), or the recipe's loss when training images are
+    """Plain cross-entropy, or the recipe's loss when training images are
     augmented on the device, mixed or their labels smoothed (``augment.py``, ``mixing.py``)."""
     recipe = train_recipe(cfg, meta)
     if not recipe.active and not cfg.train.label_smoothing:
