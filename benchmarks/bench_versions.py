@@ -45,8 +45,11 @@ def train(project: Path, steps: int) -> tuple[float, float]:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     train_rows = [r for r in rows if r.get("kind") == "train"]
     evals = [r["step"] for r in rows if r.get("kind") == "eval"]
-    clean = [row["samples_per_s"] for before, row in zip(train_rows, train_rows[1:])
-             if not any(before["step"] <= step < row["step"] for step in evals)]
+    clean = [
+        row["samples_per_s"]
+        for before, row in zip(train_rows, train_rows[1:], strict=False)
+        if not any(before["step"] <= step < row["step"] for step in evals)
+    ]
     return statistics.median(clean), train_rows[-1]["loss"]
 
 
@@ -62,8 +65,10 @@ def main() -> None:
     print(f"{'task':<12} {'version':<10} {'samples/s (each round)':<34} {'median':>8} {'loss':>8}")
     with tempfile.TemporaryDirectory() as tmp:
         for task in args.task or TASKS:
-            projects = {args.before: render(Path(tmp) / f"{task}-before", task, before),
-                        "HEAD": render(Path(tmp) / f"{task}-head", task)}
+            projects = {
+                args.before: render(Path(tmp) / f"{task}-before", task, before),
+                "HEAD": render(Path(tmp) / f"{task}-head", task),
+            }
             figures = {name: [] for name in projects}
             for _ in range(args.rounds):
                 for name, project in projects.items():
@@ -71,7 +76,8 @@ def main() -> None:
             for name, runs in figures.items():
                 rates = [rate for rate, _ in runs]
                 each = " ".join(f"{rate:,.0f}" for rate in rates)
-                print(f"{task:<12} {name:<10} {each:<34} {statistics.median(rates):>8,.0f} {runs[-1][1]:>8.4f}")
+                median = statistics.median(rates)
+                print(f"{task:<12} {name:<10} {each:<34} {median:>8,.0f} {runs[-1][1]:>8.4f}")
 
 
 if __name__ == "__main__":
