@@ -25,11 +25,11 @@ from .data import Batches
 from .ema import EMA, NoEMA, build_ema
 from .errors import ConfigError, Interrupted
 from .optim import build_optimizer, current_lr, layer_scales, lr_schedule
-from .resume import continued_config, continues_in_place, drop_rows_after, find_resume
+from .resume import continued_config, find_resume, new_run_dir, resume_dir
 from .schema import Config
 from .signals import StopSignals
 from .step import TrainStep, build_train_step
-from .task import Capabilities, Comm, Data, Task
+from .task import Comm, Data, Task
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
     if meta is not None:  # the run goes on with its own saved config (see resume.py)
         cfg = continued_config(cfg, meta["config"], resume_path)
     caps = task.capabilities(cfg)
-    check_capabilities(cfg, caps)
+    caps.check(cfg)
     device = runtime.setup(cfg, distributed.local_rank())
     comm = distributed.init()
     if comm.size > 1 and not caps.distributed:
@@ -185,7 +185,7 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
         checkpoint.restore(params, run.network, optimizer, step_fn.scaler, *run.ema.holders)
         run.ema.restored()  # the file's network names hold the average: the training weights back in
         run.state = State(**{k: v for k, v in meta["state"].items() if k in State.__dataclass_fields__})
-        run.run_dir = resume_dir(run, resume_path)
+        run.run_dir = resume_dir(cfg, resume_path, run.state.step, comm.is_main)
         log.info(f"resumed from {resume_path} at step {run.state.step} (epoch {run.state.epoch}); "
                  f"writing to {run.run_dir}")
         if any(isinstance(cell, nn.Dropout) and cell.p > 0 for _, cell in run.network.cells_and_names()):
@@ -195,43 +195,6 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
     if caps.grad_accum == "approximate" and cfg.train.grad_accum_steps > 1:
         warnings.warn(f"train.grad_accum_steps={cfg.train.grad_accum_steps}: {caps.reason}", stacklevel=2)
     return run
-
-
-def check_capabilities(cfg: Config, caps: Capabilities) -> None:
-    """Refuse, before any heavy work, engine features this task cannot use in this configuration."""
-    why = f" ({caps.reason})" if caps.reason else ""
-    if caps.grad_accum == "none" and cfg.train.grad_accum_steps > 1:
-        raise ConfigError(f"train.grad_accum_steps={cfg.train.grad_accum_steps} is not supported by "
-                          f"this {cfg.task} configuration{why}; set it to 1")
-    if not caps.amp and cfg.train.amp_level != "O0":
-        raise ConfigError(f"train.amp_level={cfg.train.amp_level} is not supported by this {cfg.task} "
-                          f"configuration{why}; use O0")
-    if not caps.amp and cfg.train.on_nonfinite == "skip":  # the same gradient check as AMP's
-        raise ConfigError(f"train.on_nonfinite=skip is not supported by this {cfg.task} configuration{why}; use stop")
-    if not caps.grad_clip and cfg.train.grad_clip is not None:
-        raise ConfigError(f"train.grad_clip is not supported by this {cfg.task} configuration{why}; set it to null")
-
-
-def new_run_dir(cfg: Config, is_main: bool) -> Path:
-    name = cfg.output.name or datetime.now().strftime("%Y%m%d-%H%M%S")
-    run_dir = Path(cfg.output.dir) / name
-    if is_main:
-        if run_dir.exists() and any(run_dir.iterdir()):
-            raise ConfigError(f"run folder {run_dir} exists; pick another output.name "
-                              f"or pass --resume {run_dir}/last.ckpt")
-        run_dir.mkdir(parents=True, exist_ok=True)
-    return run_dir
-
-
-def resume_dir(run: Run, path: Path) -> Path:
-    """A run folder's ``last.ckpt`` continues in that folder (log rows after its step go); any
-    other checkpoint (``best.ckpt``, ``step-N.ckpt``, a copy) in a new one, never over its run."""
-    if not continues_in_place(path):
-        output = run.cfg.output.model_copy(update={"name": None})
-        return new_run_dir(run.cfg.model_copy(update={"output": output}), run.comm.is_main)
-    if run.comm.is_main:
-        drop_rows_after(path.parent, run.state.step)
-    return path.parent
 
 
 # -- how the loop does what it does ----------------------------------------------------------

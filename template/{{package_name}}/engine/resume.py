@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -87,3 +88,25 @@ def drop_rows_after(run_dir: Path, step: int) -> None:
                 writer = csv.DictWriter(f, fieldnames=list(rows[0]))
                 writer.writeheader()
                 writer.writerows(row for row in rows if int(row["step"]) <= step)
+
+
+def new_run_dir(cfg: Config, is_main: bool) -> Path:
+    """``output.dir/output.name`` (a timestamp when unnamed), created by rank 0; never an existing run's."""
+    name = cfg.output.name or datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(cfg.output.dir) / name
+    if is_main:
+        if run_dir.exists() and any(run_dir.iterdir()):
+            raise ConfigError(f"run folder {run_dir} exists; pick another output.name "
+                              f"or pass --resume {run_dir}/last.ckpt")
+        run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
+def resume_dir(cfg: Config, path: Path, step: int, is_main: bool) -> Path:
+    """A run folder's ``last.ckpt`` continues in that folder (log rows after its ``step`` go); any
+    other checkpoint (``best.ckpt``, ``step-N.ckpt``, a copy) in a new one, never over its run."""
+    if not continues_in_place(path):
+        return new_run_dir(cfg.model_copy(update={"output": cfg.output.model_copy(update={"name": None})}), is_main)
+    if is_main:
+        drop_rows_after(path.parent, step)
+    return path.parent

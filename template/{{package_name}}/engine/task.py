@@ -38,6 +38,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from mindspore import Tensor, nn
 
+from .errors import ConfigError
 from .schema import Config
 
 
@@ -64,6 +65,22 @@ class Capabilities:
     grad_clip: bool = True
     distributed: bool = True  # data parallel under msrun (gradient all-reduce)
     reason: str = ""  # shown when a feature is refused or approximate
+
+    def check(self, cfg: Config) -> None:
+        """Refuse, before any heavy work, the engine features ``cfg`` asks for that are not supported."""
+        why = f" ({self.reason})" if self.reason else ""
+        if self.grad_accum == "none" and cfg.train.grad_accum_steps > 1:
+            raise ConfigError(f"train.grad_accum_steps={cfg.train.grad_accum_steps} is not supported by "
+                              f"this {cfg.task} configuration{why}; set it to 1")
+        if not self.amp and cfg.train.amp_level != "O0":
+            raise ConfigError(f"train.amp_level={cfg.train.amp_level} is not supported by this {cfg.task} "
+                              f"configuration{why}; use O0")
+        if not self.amp and cfg.train.on_nonfinite == "skip":  # the same gradient check as AMP's
+            raise ConfigError(f"train.on_nonfinite=skip is not supported by this {cfg.task} configuration{why}; "
+                              "use stop")
+        if not self.grad_clip and cfg.train.grad_clip is not None:
+            raise ConfigError(f"train.grad_clip is not supported by this {cfg.task} configuration{why}; "
+                              "set it to null")
 
 
 class TrainSource(Protocol):
