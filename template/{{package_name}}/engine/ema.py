@@ -40,6 +40,11 @@ class EMA:
     def _average(self):
         return self.hyper_map(ops.partial(_towards, self.decay), self.shadow, self.weights)
 
+    def reset(self) -> None:
+        """The average starts again from the weights (after ``model.pretrained`` loaded them)."""
+        for weight, average in zip(self.weights, self.shadow):
+            ops.assign(average, weight.value())
+
     def swap(self) -> None:
         """Exchange the network's weights and the average."""
         for weight, average in zip(self.weights, self.shadow):
@@ -79,6 +84,9 @@ class NoEMA:
     holders = ()
 
     def update(self) -> None:
+        pass
+
+    def reset(self) -> None:
         pass
 
     @contextmanager

@@ -180,6 +180,7 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
 
     if resume_path is None:
         task.warm_start(run.network, cfg)
+        run.ema.reset()  # the average starts from the pretrained weights, not the random ones
         run.run_dir = new_run_dir(cfg, comm.is_main)
     else:
         checkpoint.restore(params, run.network, optimizer, step_fn.scaler, *run.ema.holders)
@@ -212,7 +213,7 @@ def log_row(run: Run, losses: list, tick: float) -> dict[str, Any]:
 def evaluate(run: Run, hook: Hooks) -> dict[str, float]:
     """Score the model (every rank the same one), then ``best.ckpt`` if it improved and ``last.ckpt``;
     ``train.early_stop_patience`` evaluations without a new best stop the run."""
-    distributed.average_running_stats(run.network, run.comm)
+    sync_running_stats(run)
     run.network.set_train(False)
     with run.ema.applied():  # train.ema: the average is what is scored
         metrics = run.task.evaluate(run.network, run.data, run.cfg)
@@ -237,7 +238,7 @@ def evaluate(run: Run, hook: Hooks) -> dict[str, float]:
 def save(run: Run, name: str, keep_step_copy: bool = False) -> None:
     """Write ``name`` in the run folder (rank 0; every rank averages the running statistics first).
     ``keep_step_copy``: also ``step-<N>.ckpt``, keeping the newest ``train.keep_last``."""
-    distributed.average_running_stats(run.network, run.comm)
+    sync_running_stats(run)
     if not run.comm.is_main:
         return
     meta = {"format": 1, "state": asdict(run.state), "config": run.cfg.to_dict(), "task_meta": run.data.meta,
@@ -251,6 +252,15 @@ def save(run: Run, name: str, keep_step_copy: bool = False) -> None:
     if keep_step_copy and keep:
         for old in sorted(run.run_dir.glob("step-*.ckpt"))[:-keep]:
             old.unlink()
+
+
+def sync_running_stats(run: Run) -> None:
+    """Every rank the same BatchNorm statistics: the network's and, with train.ema, the average's
+    (what is evaluated and saved)."""
+    distributed.average_running_stats(run.network, run.comm)
+    if isinstance(run.ema, EMA):
+        with run.ema.applied():
+            distributed.average_running_stats(run.network, run.comm)
 
 
 class Hooks:

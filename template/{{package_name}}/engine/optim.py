@@ -42,7 +42,7 @@ def build_optimizer(cfg: Optim, params: list[ms.Parameter], schedule: np.ndarray
     if cfg.name == "sgd":
         return nn.SGD(groups, learning_rate=lr)
     if cfg.name == "momentum":
-        return nn.Momentum(groups, learning_rate=lr, momentum=cfg.momentum, use_nesterov=cfg.nesterov)
+        return (Nesterov if cfg.nesterov else nn.Momentum)(groups, learning_rate=lr, momentum=cfg.momentum)
     # lazy_adam updates only the embedding rows a sparse gradient touches (and their moments).
     return nn.Adam(groups, learning_rate=lr, use_lazy=cfg.name == "lazy_adam")
 
@@ -93,12 +93,39 @@ class AdamW(nn.Adam):
         self.decay_index = tuple(names.index(p.name) for p in decay_params)  # into get_lr()'s per-parameter rates
         self.decoupled_wd = weight_decay
 
+    # Compiled as a whole, also under train.jit: false: nn.Adam's construct is a jit function, and
+    # called eagerly from here it would compile (and run) this whole override, decaying twice.
+    @ms.jit
     def construct(self, gradients):
         lr = self.get_lr()  # this step's rate(s) (Adam's construct then advances global_step)
         for param, index in zip(self.decay_params, self.decay_index):
             rate = lr[index] if self.is_group_lr else lr
             ops.assign(param, param * (1 - rate * self.decoupled_wd))
         return super().construct(gradients)
+
+
+class Nesterov(nn.Momentum):
+    """SGD with Nesterov momentum, as ``torch.optim.SGD(nesterov=True)``: buf <- m * buf + g, then
+    p <- p - lr * (g + m * buf). Computed here on every device: MindSpore 2.10's CPU ApplyMomentum
+    ignores ``use_nesterov`` (plain momentum, with no warning)."""
+
+    def __init__(self, params, learning_rate, momentum: float):
+        super().__init__(params, learning_rate=learning_rate, momentum=momentum)
+        self.map = ops.HyperMap()
+
+    @ms.jit
+    def construct(self, gradients):
+        gradients = self.decay_weight(gradients)  # coupled, as torch's SGD weight_decay
+        lr = self.get_lr()
+        self.assignadd(self.global_step, self.global_step_increase_tensor)
+        if self.is_group_lr:
+            return self.map(ops.partial(_nesterov, self.momentum), lr, gradients, self.params, self.moments)
+        return self.map(ops.partial(_nesterov, self.momentum, lr), gradients, self.params, self.moments)
+
+
+def _nesterov(momentum, lr, gradient, param, buf):
+    buf = ops.assign(buf, buf * momentum + gradient)
+    return ops.assign(param, param - lr * (gradient + momentum * buf))
 
 
 def current_lr(optimizer: nn.Optimizer, schedule: np.ndarray) -> float:

@@ -54,9 +54,14 @@ def prepare(log: Log, cfg) -> Data:
     eu, ei = user_ids.encode(user[held]), item_ids.encode(item[held])
     candidates = np.unique(item_ids.encode(item_ids.known))  # rows of the items a model can rank
     width = item_ids.rows
-    seen = np.unique(user_ids.encode(user).astype(np.int64) * width + item_ids.encode(item))
+    # Training negatives avoid only the training items, as NCF's reference code does: the held-out
+    # item stays a possible negative, else training never pushes it down and every metric is inflated
+    # (on pure noise, HR@10 0.136 against chance 0.10). Eval negatives avoid the held-out item too.
+    train_seen = np.unique(tu.astype(np.int64) * width + ti)
+    seen = np.unique(np.r_[train_seen, eu.astype(np.int64) * width + ei])
     # Only the positives are kept: each epoch's negatives are drawn on the fly (sampling.py).
-    train = PairSource(tu, ti, d.negatives, d.negative_passes, d.id_dropout, candidates, seen, width, cfg.seed)
+    train = PairSource(tu, ti, d.negatives, d.negative_passes, d.id_dropout, candidates, train_seen, width,
+                       cfg.seed)
 
     _, train_counts = np.unique(user[~held], return_counts=True)  # users in the order of eu
     n_neg = min(d.eval_negatives, len(candidates) - int(train_counts.max()) - 1)
