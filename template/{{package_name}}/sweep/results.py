@@ -6,8 +6,9 @@ from pathlib import Path
 
 import yaml
 
+from ..engine.config import apply_override, merge, read_yaml
 from ..engine.errors import UserError
-from .spec import Sweep, nest
+from .spec import Sweep
 from .study import counts
 
 
@@ -31,20 +32,25 @@ def table(study, sweep: Sweep) -> str:
 
 
 def write_best(study, sweep: Sweep, path: Path | None = None) -> Path:
-    """``path`` (default ``config/experiments/<sweep>-best.yaml``): the best trial's parameters,
-    an experiment file for ``train.py --config``."""
+    """``path`` (default ``config/experiments/<sweep>-best.yaml``): the best trial's whole experiment
+    (the sweep's config layers, its fixed values, then the trial's values) for ``train.py --config``."""
     completed = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
     if not completed:
         raise UserError(f"sweep {sweep.name}: no trial completed, so no best parameters (see the table above)")
     best = study.best_trial
     path = path or Path("config/experiments") / f"{sweep.name}-best.yaml"
-    fixed = " ".join(f"--set {item}" for item in sweep.fixed) or "none"
-    header = (f"# The best parameters of sweep {sweep.name} ({sweep.path}): trial {best.number}, "
+    experiment: dict = {}
+    for layer in sweep.configs[1:]:  # layered over config/config.yaml as the trials were
+        merge(experiment, read_yaml(Path(layer)))
+    for item in sweep.overrides(best.params):
+        apply_override(experiment, item)
+    layers = ", ".join(sweep.configs[1:]) or "none"
+    header = (f"# The best trial of sweep {sweep.name} ({sweep.path}): trial {best.number}, "
               f"{sweep.metric} {best.value:.6g} ({sweep.direction}), of {len(completed)} completed trials.\n"
-              f"# Its trials also ran with: {fixed}\n"
+              f"# The whole experiment: the sweep's config layers ({layers}), its fixed values and the trial's.\n"
               f"#   python train.py --config {path}\n")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(header + yaml.safe_dump(nest(best.params), sort_keys=False), encoding="utf-8")
+    path.write_text(header + yaml.safe_dump(experiment, sort_keys=False), encoding="utf-8")
     return path
 
 

@@ -3,7 +3,8 @@
     # config/sweeps/example.yaml
     trials: 8
     metric: accuracy          # default: the task's monitor (the metric that picks best.ckpt)
-    direction: maximize       # default: the task's mode (max -> maximize)
+    direction: maximize       # default: the task's mode for its monitor; for another metric, its kind
+                              # (a loss or perplexity: minimize; an accuracy, AUC, HR@k, R@k: maximize)
     seed: 0                   # the sampler's (TPE) seed
     pruner: {startup_trials: 3, warmup_steps: 0}  # MedianPruner; python sweep.py --no-prune: none
     config: []                # experiment files every trial layers over config/config.yaml
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -122,7 +124,10 @@ class Sweep:
         if self.metric not in metrics:
             raise ConfigError(f"{self.path}: metric {self.metric!r} is not logged by the {self.base.task} task "
                               f"(it logs: {', '.join(metrics)})")
-        self.direction = self.spec.direction or ("minimize" if mode == "min" else "maximize")
+        self.direction = self.spec.direction or direction_of(self.metric, monitor, mode)
+        if self.direction is None:
+            raise ConfigError(f"{self.path}: metric {self.metric!r}: is a higher or a lower value better? "
+                              "set direction: maximize or minimize")
         return self
 
     @property
@@ -131,6 +136,20 @@ class Sweep:
 
     def overrides(self, values: dict[str, Any]) -> list[str]:
         return [*self.fixed, *(f"{key}={text(value)}" for key, value in values.items())]
+
+
+LOWER_IS_BETTER = re.compile(r"(loss|ppl|perplexity|error)$")
+HIGHER_IS_BETTER = re.compile(r"(acc|accuracy|auc|hr\d+(_full)?|ndcg\d+|r\d+)$")
+
+
+def direction_of(metric: str, monitor: str, mode: str) -> str | None:
+    """A metric's default direction: the task's mode for its monitor, else from the metric's kind
+    (a loss or perplexity falls, an accuracy, AUC or hit rate rises); None when its name says neither."""
+    if metric == monitor:
+        return "minimize" if mode == "min" else "maximize"
+    if LOWER_IS_BETTER.search(metric):
+        return "minimize"
+    return "maximize" if HIGHER_IS_BETTER.search(metric) else None
 
 
 def text(value: Any) -> str:
@@ -183,18 +202,6 @@ def check_sweep(path: str | Path, extra: list[str] = ()) -> Sweep:
             if not spec.params[key].contains(value):
                 raise ConfigError(f"{path}: enqueue[{i}]: {key}={value!r} is outside its range or choices")
     return Sweep(path, spec, base, fixed)
-
-
-def nest(values: dict[str, Any]) -> dict[str, Any]:
-    """``{"optim.lr": 0.01}`` -> ``{"optim": {"lr": 0.01}}``: an experiment file's layout."""
-    tree: dict[str, Any] = {}
-    for key, value in values.items():
-        *parents, leaf = key.split(".")
-        node = tree
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return tree
 
 
 def finite(value: Any) -> bool:
