@@ -171,7 +171,7 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
     distributed.copy_from_rank_0(model.network, comm)
     schedule = lr_schedule(cfg.optim, total_steps)
     optimizer = build_optimizer(cfg.optim, model.network.trainable_params(), schedule,
-                                layer_scales(cfg.optim, model, cfg.task))
+                                layer_scales(cfg.optim, model, cfg.task), model.no_decay)
     reducer = distributed.grad_reducer(optimizer.parameters, comm)
     step_fn = build_train_step(model, optimizer, reducer, cfg.train, cfg.runtime.jit_level)
     model.loss.set_train(True)

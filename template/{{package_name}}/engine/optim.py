@@ -29,16 +29,16 @@ def lr_schedule(cfg: Optim, total_steps: int) -> np.ndarray:
 
 
 def build_optimizer(cfg: Optim, params: list[ms.Parameter], schedule: np.ndarray,
-                    lr_scales: dict[str, float] | None = None) -> nn.Optimizer:
+                    lr_scales: dict[str, float] | None = None, no_decay: tuple[str, ...] = ()) -> nn.Optimizer:
     """The optimizer of ``params``; ``lr_scales`` (Parameter.name -> factor, ``layer_scales``) gives
-    each parameter ``schedule`` times its factor (optim.layer_decay)."""
+    each parameter ``schedule`` times its factor (optim.layer_decay); ``no_decay`` (``Model.no_decay``)
+    names parameters left undecayed besides the vectors."""
     lr = ms.Tensor(schedule)
-    # Decay matrices and embeddings, not biases or normalisation scales (as nanoGPT).
-    decay = [p for p in params if p.ndim >= 2]
+    decayed = {p.name for p in params if decays(p, no_decay)}
     if cfg.name == "adamw":  # decoupled: Adam's own (coupled) decay stays 0 in every group
-        return AdamW(param_groups(params, 0.0, schedule, lr_scales) if lr_scales else params, lr, decay,
-                     cfg.weight_decay)
-    groups = param_groups(params, cfg.weight_decay, schedule, lr_scales)
+        return AdamW(param_groups(params, 0.0, schedule, lr_scales, decayed) if lr_scales else params, lr,
+                     [p for p in params if p.name in decayed], cfg.weight_decay)
+    groups = param_groups(params, cfg.weight_decay, schedule, lr_scales, decayed)
     if cfg.name == "sgd":
         return nn.SGD(groups, learning_rate=lr)
     if cfg.name == "momentum":
@@ -47,14 +47,20 @@ def build_optimizer(cfg: Optim, params: list[ms.Parameter], schedule: np.ndarray
     return nn.Adam(groups, learning_rate=lr, use_lazy=cfg.name == "lazy_adam")
 
 
+def decays(p: ms.Parameter, no_decay: tuple[str, ...] = ()) -> bool:
+    """Weight decay on matrices and embeddings, not on biases or normalisation scales (as nanoGPT),
+    nor on the parameters a model names in ``no_decay`` (as timm)."""
+    return p.ndim >= 2 and p.name.rsplit(".", 1)[-1] not in no_decay
+
+
 def param_groups(params: list[ms.Parameter], weight_decay: float, schedule: np.ndarray,
-                 lr_scales: dict[str, float] | None = None) -> list[dict]:
-    """MindSpore parameter groups: weight decay on matrices (ndim >= 2) only; with ``lr_scales``, one
-    group per (factor, decayed or not), stem first, whose lr is the whole schedule times the factor
-    (so warmup and the cosine scale every group alike). Optimizer state stays keyed by parameter name."""
+                 lr_scales: dict[str, float] | None, decayed: set[str]) -> list[dict]:
+    """MindSpore parameter groups: weight decay on the ``decayed`` names only; with
+    ``lr_scales``, one group per (factor, decayed or not), stem first, whose lr is the whole schedule times
+    the factor (so warmup and the cosine scale every group alike). Optimizer state stays keyed by name."""
     members: dict[tuple[float, bool], list[ms.Parameter]] = {}
     for p in params:
-        members.setdefault((lr_scales[p.name] if lr_scales else 1.0, p.ndim >= 2), []).append(p)
+        members.setdefault((lr_scales[p.name] if lr_scales else 1.0, p.name in decayed), []).append(p)
     groups = []
     for scale, decayed in sorted(members, key=lambda key: (key[0], not key[1])):
         group = {"params": members[scale, decayed], "weight_decay": weight_decay if decayed else 0.0}

@@ -147,6 +147,9 @@ class Model:
     # 0 (stem, embeddings) .. ``num_layers`` (the head). None: no layer map, layer_decay is refused.
     layer_id: Callable[[str], int] | None = None
     num_layers: int = 0
+    # Parameters weight decay leaves out besides vectors (biases, norms), by their last name (timm's
+    # ``no_weight_decay``: a ViT's class token and position embedding).
+    no_decay: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ def build_model(cfg, meta: dict, comm: Comm) -> Model:
     if cfg.model.freeze_backbone:
         network.freeze_backbone()
     return Model(network=network, loss=build_loss(network, cfg, meta), layer_id=network.layer_id,
-                 num_layers=network.num_layers)
+                 num_layers=network.num_layers, no_decay=("class_token", "pos_embedding"))  # ViT's, as timm
 
 
 def build_loss(network: Classifier, cfg, meta: dict) -> nn.Cell:
