@@ -6,6 +6,11 @@
 #   NODES=2 NODE_RANK=0 MASTER_ADDR=10.0.0.1 bash scripts/run_distributed.sh 8   # on each node
 #
 # WORKERS is the total number of processes (all nodes); each node starts WORKERS/NODES.
+#
+# A rank that dies (killed, out of memory) or fails ends the job at once: msrun stops the other
+# workers within a second but then waits ~30 s for its scheduler's heartbeat timeout and prints a
+# traceback; this script ends the scheduler too, leaves no process behind, and says in one line
+# which rank, its log file and the command that continues from the last checkpoint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +30,59 @@ fi
 PYTHON_BIN=$("${PYTHON:-python}" -c 'import os, sys; print(os.path.dirname(sys.executable))')
 export PATH="$PYTHON_BIN:$PATH"
 
-exec msrun --worker_num="$WORKERS" --local_worker_num=$(( WORKERS / NODES )) \
+mkdir -p "$LOG_DIR"
+OUT="$LOG_DIR/msrun.out"
+: > "$OUT"
+# Its own session: msrun and its scheduler form one process group this script can end.
+setsid msrun --worker_num="$WORKERS" --local_worker_num=$(( WORKERS / NODES )) \
   --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" --master_port="$MASTER_PORT" \
-  --log_dir="$LOG_DIR" --join=True train.py "$@"
+  --log_dir="$LOG_DIR" --join=True train.py "$@" > "$OUT" 2>&1 &
+LAUNCHER=$!
+tail -n +1 -f --pid="$LAUNCHER" "$OUT" &
+TAIL=$!
+declare -A RANK_OF=()  # worker pid -> rank, read from the environment msrun gives each worker
+record_workers() {
+  local pid env
+  for pid in $(pgrep -P "$LAUNCHER" 2>/dev/null); do
+    [[ -n "${RANK_OF[$pid]:-}" ]] && continue
+    env=$(tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null) || continue
+    if grep -qx "MS_ROLE=MS_WORKER" <<< "$env"; then
+      RANK_OF[$pid]=$(sed -n 's/^RANK_ID=//p' <<< "$env")
+    fi
+  done
+}
+# Ctrl-C / SIGTERM: the workers stop together at one step and rank 0 saves last.ckpt (train.py).
+stopping=""
+trap 'stopping=1; kill -TERM "${!RANK_OF[@]}" 2>/dev/null || true' INT TERM
+
+failed=""
+while kill -0 "$LAUNCHER" 2>/dev/null; do
+  record_workers
+  failed=$(grep -m1 -o "Worker process [0-9]* exit with exception. Error code: -\?[0-9]*" "$OUT" || true)
+  [[ -n "$failed" ]] && break
+  sleep 1
+done
+rc=0
+if [[ -n "$failed" ]]; then
+  kill -KILL -- "-$LAUNCHER" "${!RANK_OF[@]}" 2>/dev/null || true  # msrun, its scheduler, any worker left
+fi
+wait "$LAUNCHER" 2>/dev/null || rc=$?
+wait "$TAIL" 2>/dev/null || true
+[[ -z "$failed" ]] && exit "$rc"
+
+resume=("$@")
+[[ " $* " == *" --resume "* ]] || resume+=(--resume auto)
+again="continue with: bash scripts/run_distributed.sh $WORKERS$(printf ' %q' "${resume[@]}")"  # shell-quoted
+if [[ -n "$stopping" ]]; then
+  echo "stopped by a signal: every rank saved or stopped; $again" >&2
+  exit 130
+fi
+pid=$(awk '{print $3}' <<< "$failed")
+code=${failed##* }
+rank=${RANK_OF[$pid]:-unknown}
+if (( code < 0 )); then how="was killed by signal $(( -code ))"; else how="exited with status $code"; fi
+log="$LOG_DIR/worker_$rank.log"
+reason=$(grep '^error: ' "$log" 2>/dev/null | tail -n 1 | cut -c1-200 || true)  # train.py's one-line error
+[[ -n "$reason" ]] && how="$how ($reason)"
+echo "error: rank $rank (pid $pid) $how; every rank stopped; its log: $log; $again" >&2
+exit 1

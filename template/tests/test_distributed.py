@@ -2,9 +2,12 @@
 training on the union of their batches."""
 
 import os
+import shlex
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -55,3 +58,57 @@ def test_two_msrun_workers_match_one_process(tmp_path):
         np.testing.assert_array_equal(rank0[name], rank1[name], err_msg=name)
         np.testing.assert_allclose(rank0[name], reference[name], rtol=1e-4, atol=1e-5, err_msg=name)
     assert (tmp_path / "dist" / "last.ckpt").exists()
+
+
+def job_pids(tag: str, *needles: str) -> list[int]:
+    """Processes whose environment holds MSSCAFFOLD_TEST_JOB=tag (msrun, its scheduler, the
+    workers) and every one of ``needles`` (e.g. "RANK_ID=1")."""
+    wanted = {f"MSSCAFFOLD_TEST_JOB={tag}".encode(), *(n.encode() for n in needles)}
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            env = set((proc / "environ").read_bytes().split(b"\0")) if proc.name.isdigit() else set()
+        except OSError:  # gone, or not ours
+            continue
+        if wanted <= env:
+            pids.append(int(proc.name))
+    return pids
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["killed", "raises"])
+def test_a_dead_or_failing_rank_ends_the_job_in_one_line(tmp_path, fault):
+    """SIGKILL one of two workers (an OOM kill), or let it fail (a bad file in its shard): every
+    process of the job is gone within 60 s (0.8.4: msrun's traceback 32 s later, its scheduler
+    still running until then), and the last line names the rank, its log and the resume command."""
+    tag = f"{fault}-{os.getpid()}"
+    callbacks = '["tests.callbacks:Slow"]' if fault == "killed" else '["tests.callbacks:FailOnRankOne"]'
+    pairs = [f"output.dir={tmp_path}", "train.max_steps=200", "train.log_every=1", "output.plot=false",
+             f"train.callbacks={callbacks}", *ENGINE_TEST_MODEL]
+    args = [arg for pair in pairs for arg in ("--set", pair)]
+    env = {**os.environ, "PYTHON": sys.executable, "MASTER_PORT": str(free_port()), "LOG_DIR": str(tmp_path / "logs"),
+           "MSSCAFFOLD_TEST_JOB": tag, "FAIL_AT_STEP": "3"}
+    job = subprocess.Popen(["bash", "scripts/run_distributed.sh", "2", *args], cwd=ROOT, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rank1, deadline = [], time.monotonic() + 300
+    while not rank1 and time.monotonic() < deadline:
+        rank1 = job_pids(tag, "MS_ROLE=MS_WORKER", "RANK_ID=1")
+        time.sleep(0.2)
+    assert rank1, "rank 1 never started"
+    if fault == "killed":  # once the job trains (rank 0 logs the steps)
+        log = tmp_path / "logs" / "worker_0.log"
+        while time.monotonic() < deadline and "step 2/" not in (log.read_text() if log.exists() else ""):
+            time.sleep(0.2)
+        os.kill(rank1[0], signal.SIGKILL)
+    while Path(f"/proc/{rank1[0]}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    died = time.monotonic()
+    out, err = job.communicate(timeout=120)
+    assert time.monotonic() - died < 60 and job.returncode == 1, err[-3000:]
+    assert job_pids(tag) == []  # no worker, scheduler or launcher left
+    last = err.strip().splitlines()[-1]
+    how = "was killed by signal 9" if fault == "killed" else "exited with status 1 (error: data/shard-1.bin"
+    assert last.startswith(f"error: rank 1 (pid {rank1[0]}) {how}"), last
+    assert f"its log: {tmp_path / 'logs' / 'worker_1.log'};" in last, last
+    command = shlex.split(last.partition("continue with: ")[2])  # pasted in a shell: exactly these arguments
+    assert command == ["bash", "scripts/run_distributed.sh", "2", *args, "--resume", "auto"], last

@@ -124,6 +124,7 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
     # -- the end: a signal saves where it stopped and leaves; otherwise a final evaluation ----
     if stop_signal is not None:
         save(run, "last.ckpt")
+        distributed.any_rank(False, run.comm)  # every rank waits for rank 0's file: msrun ends all at the first exit
         log.info(f"stopped at step {state.step} of {run.total_steps}: saved {run.run_dir / 'last.ckpt'}; "
                  f"continue with: python train.py --resume {run.run_dir / 'last.ckpt'}")
         raise Interrupted(stop_signal)
