@@ -62,4 +62,5 @@ def test_a_fifth_task_is_new_files_and_one_choices_line(tmp_path):
     )
     assert run.returncode == 0, run.stderr[-3000:]
     summary = json.loads(run.stdout[run.stdout.index("{\n") :])
+    # vision's files: 30 steps of its default config reach 0.563-0.635 (3 seeds, 2-core AVX2 host); chance 0.1
     assert summary["steps"] == 30 and summary["monitor"] == "accuracy" and summary["accuracy"] > 0.5, summary

@@ -2,7 +2,8 @@
 (step, epoch, data position, resolved config, task meta, template version).
 
 Resume reads everything from the file, never from its name. Writes are atomic (temp
-file, fsync, rename), so a crash never leaves a half-written checkpoint behind; every file
+file, fsync, rename), so a crash, even a SIGKILL mid-write, never leaves a half-written checkpoint
+behind, and a full disk is one line that says the previous file is kept; every file
 carries CRC checksums that loading verifies, so a corrupted file is refused, not trained on;
 and weights that are not finite are never written.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,11 +48,25 @@ def save(path: Path, holders: Iterable[Any], meta: dict[str, Any]) -> None:
     if bad is not None:
         raise CheckpointError(f"not writing {path}: parameter {bad!r} is not finite (NaN or inf)")
     tmp = path.with_name(f".{path.stem}.tmp.ckpt")  # MindSpore appends .ckpt to other names
-    ms.save_checkpoint([{"name": name, "data": p} for name, p in params.items()], str(tmp),
-                       append_dict={META_KEY: json.dumps(meta)}, crc_check=True)
-    with open(tmp, "rb+") as f:  # on disk before the rename makes it the checkpoint
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with _quiet_mindspore_log():  # its own log line would repeat ours
+            ms.save_checkpoint([{"name": name, "data": p} for name, p in params.items()], str(tmp),
+                               append_dict={META_KEY: json.dumps(meta)}, crc_check=True)
+        with open(tmp, "rb+") as f:  # on disk before the rename makes it the checkpoint
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as exc:  # a full disk, a quota (MindSpore raises RuntimeError for them)
+        for partial in partial_files(path):
+            partial.unlink(missing_ok=True)
+        kept = f"the previous {path.name} is kept, unchanged" if path.exists() else f"no {path.name} was written"
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
+        raise CheckpointError(f"could not write {path} ({reason}); {kept}") from None
+
+
+def partial_files(path: Path) -> tuple[Path, Path]:
+    """Where ``path`` is written before the renames (ours, and MindSpore's own of it); one left behind
+    is a write that was cut off (the process killed), and ``path`` beside it the previous checkpoint."""
+    return path.with_name(f".{path.stem}.tmp.ckpt"), path.with_name(f".{path.stem}.tmp.tmp")
 
 
 def read(path: str | Path, tasks: Iterable[str] | None = None) -> tuple[dict[str, ms.Parameter], dict[str, Any]]:
@@ -61,6 +77,9 @@ def read(path: str | Path, tasks: Iterable[str] | None = None) -> tuple[dict[str
         raise CheckpointError(f"checkpoint {path} is a folder; pass a .ckpt file, e.g. {path / 'best.ckpt'}")
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
+    for partial in (p for p in partial_files(path) if p.exists()):
+        print(f"note: {partial} is a write of {path.name} that was cut off (the process was killed); "
+              f"{path} is the previous checkpoint, whole", file=sys.stderr, flush=True)
     try:
         with _quiet_mindspore_log():  # its own log line would repeat ours
             params = ms.load_checkpoint(str(path), crc_check=True)
