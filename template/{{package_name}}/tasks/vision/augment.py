@@ -38,9 +38,10 @@ THETA, BRIGHTNESS, SATURATION, CONTRAST, SHARPNESS, LEVELS, SOLARIZE, AUTOCONTRA
 ERASE, MIX, PARAMS = 13, 18, 24
 RATIOS = (3 / 4, 4 / 3)  # crop aspect ratios, log-uniform (torchvision's RandomResizedCrop)
 BINS = 31  # magnitude bins (torchvision)
-# op: (RandAugment's largest magnitude, TrivialAugment's); translate is a fraction of the image.
-SPACE = {"identity": (0, 0), "shear_x": (0.3, 0.99), "shear_y": (0.3, 0.99), "translate_x": (150 / 331, 32 / 224),
-         "translate_y": (150 / 331, 32 / 224), "rotate": (30.0, 135.0), "brightness": (0.9, 0.99),
+# op: (RandAugment's largest magnitude, TrivialAugment's), as torchvision: translate is a fraction of
+# the image for RandAugment, pixels (32) for TrivialAugmentWide.
+SPACE = {"identity": (0, 0), "shear_x": (0.3, 0.99), "shear_y": (0.3, 0.99), "translate_x": (150 / 331, 32.0),
+         "translate_y": (150 / 331, 32.0), "rotate": (30.0, 135.0), "brightness": (0.9, 0.99),
          "saturation": (0.9, 0.99), "contrast": (0.9, 0.99), "sharpness": (0.9, 0.99),
          "posterize": (4, 6), "solarize": (1.0, 1.0), "autocontrast": (0, 0)}
 OPS = tuple(SPACE)
@@ -142,6 +143,8 @@ class Recipe:
             op = OPS[rng.randrange(len(OPS))]
             level = (rng.randrange(BINS) if fixed_bin is None else fixed_bin) / (BINS - 1)  # 0..1
             magnitude = SPACE[op][wide] * level
+            if wide and op.startswith("translate"):  # pixels -> a fraction of the image
+                magnitude /= self.size
             if op not in ("posterize", "solarize") and rng.random() < 0.5:
                 magnitude = -magnitude
             chosen.append((op, magnitude))
@@ -176,12 +179,13 @@ class Recipe:
 
 
 def _geometry(op: str, m: float) -> np.ndarray:
-    """Where an output point of the op reads from (3x3, normalised coordinates); signs are random."""
+    """Where an output point of the op reads from (3x3, normalised coordinates); signs are random.
+    Shears pivot on the top-left corner (-1, -1), as torchvision's RandAugment (``center=[0, 0]``)."""
     g = np.eye(3)
     if op == "shear_x":
-        g[0, 1] = m
+        g[0, 1] = g[0, 2] = m
     elif op == "shear_y":
-        g[1, 0] = m
+        g[1, 0] = g[1, 2] = m
     elif op == "translate_x":
         g[0, 2] = 2 * m
     elif op == "translate_y":
@@ -216,6 +220,9 @@ class Augment(nn.Cell):
         self.gray = Tensor(np.array([0.299, 0.587, 0.114], np.float32).reshape(1, 3, 1, 1))
         smooth = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], np.float32) / 13  # PIL's SMOOTH, as torchvision
         self.smooth = Tensor(np.tile(smooth, (3, 1, 1, 1)))
+        inner = np.zeros((1, 1, recipe.size, recipe.size), np.float32)
+        inner[..., 1:-1, 1:-1] = 1
+        self.inner = Tensor(inner)  # sharpness blurs the inner pixels only; the border stays (torchvision)
         self.pixels = Tensor(np.arange(recipe.size, dtype=np.float32))
 
     def construct(self, image, params):
@@ -244,11 +251,12 @@ class Augment(nn.Cell):
         mean = ops.mean(gray, (1, 2, 3), True)
         x = ops.clamp(mean + factor(CONTRAST) * (x - mean), 0.0, 1.0)
         c = x.shape[1]
-        blurred = ops.conv2d(ops.pad(x, (1, 1, 1, 1), mode="replicate"), self.smooth[:c], groups=c)
+        blurred = ops.pad(ops.conv2d(x, self.smooth[:c], groups=c), (1, 1, 1, 1))
+        blurred = self.inner * blurred + (1 - self.inner) * x
         x = ops.clamp(blurred + factor(SHARPNESS) * (x - blurred), 0.0, 1.0)
         levels = factor(LEVELS)
-        step = 256 / levels  # posterize: keep the top bits of 8 (256 levels: off)
-        x = ops.where(levels < 256, ops.floor(x * 255 / step) * step / 255, x)
+        step = 256 / levels  # posterize: keep the top bits of the 8-bit pixel (256 levels: off)
+        x = ops.where(levels < 256, ops.floor(ops.round(x * 255) / step) * step / 255, x)
         x = ops.where(x >= factor(SOLARIZE), 1 - x, x)
         low, high = ops.amin(x, (2, 3), True), ops.amax(x, (2, 3), True)
         stretched = ops.where(high > low, (x - low) / ops.maximum(high - low, 1e-6), x)
