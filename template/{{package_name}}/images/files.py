@@ -50,14 +50,17 @@ class ImageTransform:
     eval_crop: float = 1.0
     # uint8, for the device to augment and normalise: 4x fewer bytes to batch and to copy there
     raw: bool = False
+    # how resizing samples: bicubic is Pillow's (an imported CLIP's processor resizes with it)
+    interpolation: Literal["bilinear", "bicubic"] = "bilinear"
 
     @classmethod
     def of(cls, meta: dict, **augmentation) -> ImageTransform:
         """The transform a task's ``meta`` describes (``image_size``, ``channels``, ``mean``,
-        ``std``: one number or one per channel; ``eval_crop``, 1.0 if absent); no augmentation
-        unless given."""
+        ``std``: one number or one per channel; ``eval_crop``, 1.0 if absent; ``interpolation``,
+        bilinear if absent); no augmentation unless given."""
         return cls(meta["image_size"], meta["channels"], tuple(np.atleast_1d(meta["mean"]).tolist()),
-                   tuple(np.atleast_1d(meta["std"]).tolist()), eval_crop=meta.get("eval_crop", 1.0), **augmentation)
+                   tuple(np.atleast_1d(meta["std"]).tolist()), eval_crop=meta.get("eval_crop", 1.0),
+                   interpolation=meta.get("interpolation", "bilinear"), **augmentation)
 
 
 class ImageFiles:
@@ -89,13 +92,14 @@ class ImageFiles:
 
     def operations(self) -> list[tuple[list, list[str], list[str]]]:
         t = self.transform
+        inter = vision.Inter.PILCUBIC if t.interpolation == "bicubic" else vision.Inter.BILINEAR
         steps = [([vision.Decode()], ["image"], ["image"])]  # -> (H, W, 3) uint8, whatever the file's mode
         if t.augment in ("crop", "crop_flip"):
             steps.append(([CropAndFlip(t.min_crop, t.augment == "crop_flip")], ["image", "crop"], ["image"]))
-            resize = [vision.Resize((t.size, t.size))]
+            resize = [vision.Resize((t.size, t.size), inter)]
         else:
-            # The shorter side (bilinear, longer side int(side * long / short)), then the centre.
-            resize = [vision.Resize(round(t.size / t.eval_crop)), vision.CenterCrop(t.size)]
+            # The shorter side (longer side int(side * long / short)), then the centre.
+            resize = [vision.Resize(round(t.size / t.eval_crop), inter), vision.CenterCrop(t.size)]
             if t.augment == "flip":  # that eval view, mirrored half of the time
                 steps += [(resize, ["image"], ["image"]), ([CropAndFlip(1.0, True, crop=False)], ["image", "crop"],
                                                            ["image"])]

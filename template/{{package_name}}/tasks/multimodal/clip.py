@@ -14,6 +14,8 @@ causal, padding never changes a caption's embedding.
 
 from __future__ import annotations
 
+import functools
+
 import mindspore as ms
 import numpy as np
 from mindspore import Parameter, nn, ops
@@ -88,12 +90,23 @@ class ClipTokenizer:
         return out
 
 
-def clip_meta(path: str) -> dict:
-    """The text side of a CLIP checkpoint (``model.pretrained``): its tokenizer and context."""
+@functools.lru_cache(maxsize=4)
+def pretrained_meta(path: str) -> dict:
+    """The task meta of a multimodal checkpoint (``model.pretrained``), read once."""
     from ...engine import checkpoint
 
-    _, meta = checkpoint.read(path, tasks=("multimodal",))
-    saved = meta["task_meta"]
+    return checkpoint.read(path, tasks=("multimodal",))[1]["task_meta"]
+
+
+def image_inputs(path: str) -> dict:
+    """What a CLIP checkpoint's image tower was trained to see: its mean/std and how it resizes."""
+    saved = pretrained_meta(path)
+    return {key: saved[key] for key in ("mean", "std", "interpolation", "eval_crop") if key in saved}
+
+
+def clip_meta(path: str) -> dict:
+    """The text side of a CLIP checkpoint (``model.pretrained``): its tokenizer and context."""
+    saved = pretrained_meta(path)
     if "tokenizer" not in saved:
         raise DataError(f"model.pretrained={path}: not an imported CLIP (no tokenizer in it); "
                         "model.text_tower: clip needs one")

@@ -16,7 +16,9 @@ class DataConfig(DataSection):
     image_size: int = Field(8, gt=0)  # images are resized to image_size x image_size
     channels: Literal[1, 3] = 1  # 1: grayscale, 3: RGB
     eval_fraction: float = Field(0.2, gt=0, lt=1)  # of the images (each with all its captions) held out
-    prompt: str = "a handwritten digit {}"  # caption of class {} (.npz) and zero-shot prompt
+    # caption of class {} (.npz) and zero-shot prompt; a list of templates: captions use the first, zero-shot
+    # averages the class's embeddings over all of them (CLIP's prompt ensembling). An imported CLIP: "a photo of a {}."
+    prompt: str | list[str] = Field("a handwritten digit {}", min_length=1)
     class_names: list[str] = NUMBER_WORDS  # .npz: the name of label i in captions and prompts
     attributes: bool = False  # labelled .npz: add stroke thickness, slant and width measured from each image
     max_tokens: int = Field(16, gt=0)  # captions are cut to this many words

@@ -32,6 +32,7 @@ from ...engine.errors import CheckpointError, DataError, UserError
 from ...run.cli import DEFAULT_CONFIG, guarded
 
 CLIP_MEAN, CLIP_STD = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
+NEUTRAL_PROMPT = "a photo of a {}."
 TOLERANCE = 1e-4  # --verify: max |difference| relative to the largest reference value
 LEAVES = {"weight": "gamma", "bias": "beta"}  # a LayerNorm's, in MindSpore
 # CLIP block name -> ours (models/vit.py), under <tower>.encoder.layers.<i>.
@@ -157,11 +158,14 @@ def convert(src: str, out: str, *, config: str = DEFAULT_CONFIG, verify: bool = 
         hf_config = beside(src, "config.json")
         overrides, image_size, channels = sizes(tensors, hf_config)
         bpe = read_tokenizer(src, tokenizer, tensors["text_model.embeddings.token_embedding.weight"].shape[0])
-        cfg = load_config(config, [*overrides, f"data.image_size={image_size}", f"data.channels={channels}"])
+        # A neutral zero-shot prompt (CLIP's own), not the digits' caption of config.yaml
+        cfg = load_config(config, [*overrides, f"data.image_size={image_size}", f"data.channels={channels}",
+                                   f"data.prompt={NEUTRAL_PROMPT}"])
         pre = beside(src, "preprocessor_config.json")
         meta = {"image_size": image_size, "channels": channels, "max_tokens": cfg.data.max_tokens,
                 "mean": pre.get("image_mean", CLIP_MEAN)[:channels], "std": pre.get("image_std", CLIP_STD)[:channels],
-                "classes": None, "prompt": None, "vocab": [], "captions": [],  # trained on no data here
+                **processor_resize(pre, image_size),
+                "classes": None, "prompt": NEUTRAL_PROMPT, "vocab": [], "captions": [],  # trained on no data here
                 "tokenizer": bpe.text, "eos_id": bpe.eos_id, "vocab_size": bpe.vocab_size}
         network = build_model(cfg, meta, Comm()).network
         weights.load(network, weights.map_weights(network, ours(tensors), lambda name: name))
@@ -174,6 +178,15 @@ def convert(src: str, out: str, *, config: str = DEFAULT_CONFIG, verify: bool = 
         summary["max_abs_diff"] = verify_against_transformers(network, tensors, hf_config, cfg, meta, bpe)
     weights.save_imported(out, network, cfg, meta, {"file": Path(src).name, "sha256": weights.sha256(src)})
     return summary
+
+
+def processor_resize(pre: dict, image_size: int) -> dict:
+    """How CLIPImageProcessor resizes: Pillow's resample (3, bicubic, by default) of the shorter side to
+    ``shortest_edge``, then the centre ``crop_size`` (as ``eval_crop`` = crop / shortest edge)."""
+    size = pre.get("size")
+    shortest = size.get("shortest_edge", image_size) if isinstance(size, dict) else size or image_size
+    return {"interpolation": "bilinear" if pre.get("resample", 3) == 2 else "bicubic",
+            "eval_crop": image_size / shortest}
 
 
 def beside(src: str, name: str) -> dict:

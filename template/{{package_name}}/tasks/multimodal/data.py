@@ -61,8 +61,8 @@ def _array_data(path: Path, cfg, known: dict | None = None) -> Data:
     images, texts, labels, classes = _read_npz(path, cfg.data)
     image_of = np.arange(len(images))
     train_idx, eval_idx = split_by_image(image_of, labels, cfg.data.eval_fraction, cfg.seed)
-    meta = {"image_size": cfg.data.image_size, "channels": cfg.data.channels,
-            "mean": float(images[train_idx].mean()), "std": float(images[train_idx].std()) or 1.0,
+    measured = (float(images[train_idx].mean()), float(images[train_idx].std()) or 1.0)
+    meta = {"image_size": cfg.data.image_size, "channels": cfg.data.channels, **image_inputs(cfg, lambda: measured),
             "classes": classes, "prompt": cfg.data.prompt, "max_tokens": cfg.data.max_tokens}
     if cfg.data.attributes:
         cuts = attribute_cuts(images[train_idx], labels[train_idx], len(classes))
@@ -88,9 +88,9 @@ def _folder_data(root: Path, cfg, known: dict | None = None) -> Data:
     d = cfg.data
     train_images = image_of[train_lines]  # grouped: each image's captions are consecutive
     starts = np.flatnonzero(np.r_[True, train_images[1:] != train_images[:-1]])
-    mean, std = statistics(files[train_images[starts]], d.image_size, d.channels, STATS_SAMPLE, cfg.seed,
-                           resolve_workers(d.workers))
-    meta = {"image_size": d.image_size, "channels": d.channels, "mean": mean, "std": std,
+    inputs = image_inputs(cfg, lambda: statistics(files[train_images[starts]], d.image_size, d.channels, STATS_SAMPLE,
+                                                  cfg.seed, resolve_workers(d.workers)))
+    meta = {"image_size": d.image_size, "channels": d.channels, **inputs,
             "classes": classes, "prompt": d.prompt, "max_tokens": d.max_tokens}
     tokens = encode(_vocabulary(meta, texts, train_lines, cfg.model, known), meta)
     crop = d.min_crop < 1
@@ -217,9 +217,27 @@ def read_listing(root: Path) -> tuple[np.ndarray, list[str], np.ndarray | None, 
     return np.asarray(files), texts, labels, classes
 
 
+def image_inputs(cfg, measure) -> dict:
+    """``mean``/``std`` (and resizing) for the images: a CLIP image tower's own when it starts from
+    ``model.pretrained`` (its weights saw only those inputs, as its processor prepares them), else
+    the data's, ``measure()``."""
+    if cfg.model.pretrained and cfg.model.image_tower == "vit":
+        from .clip import image_inputs as clip_inputs
+
+        return clip_inputs(cfg.model.pretrained)
+    mean, std = measure()
+    return {"mean": mean, "std": std}
+
+
 # -- captions -----------------------------------------------------------------------------
-def caption(prompt: str, name: str) -> str:
+def caption(prompt: str | list[str], name: str) -> str:
+    """Class ``name`` in ``prompt`` (of a list of templates, the first)."""
+    prompt = templates(prompt)[0]
     return prompt.format(name) if "{}" in prompt else f"{prompt} {name}"
+
+
+def templates(prompt: str | list[str]) -> list[str]:
+    return [prompt] if isinstance(prompt, str) else list(prompt)
 
 
 def measure(images: np.ndarray) -> np.ndarray:

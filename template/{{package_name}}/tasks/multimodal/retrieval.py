@@ -19,8 +19,8 @@ import numpy as np
 
 from ...engine.arrays import compiled, normalise, predict, top_k
 from ...engine.errors import DataError
-from ...images.decode import IMAGE_SUFFIXES, open_image, to_array
-from .data import caption, encode, words
+from ...images.files import STREAM_SUFFIXES, predict_files
+from .data import caption, encode, templates, words
 
 
 def embed_images(network, images: np.ndarray, meta: dict, rows: np.ndarray | None = None, jit: bool = True
@@ -64,6 +64,16 @@ def retrieval_metrics(image_emb: np.ndarray, text_emb: np.ndarray, texts: list[s
     return metrics
 
 
+def class_embeddings(network, classes: list[str], prompt: str | list[str], meta: dict, jit: bool = True
+                     ) -> np.ndarray:
+    """(C, D) unit vectors, one a class: its caption in each template of ``prompt``, embedded, averaged
+    over the templates and normalised again (CLIP's prompt ensembling; one template: its embedding)."""
+    forms = templates(prompt)
+    emb = embed_texts(network, [caption(form, name) for form in forms for name in classes], meta, jit=jit)
+    mean = emb.reshape(len(forms), len(classes), -1).mean(0)
+    return mean / np.linalg.norm(mean, axis=1, keepdims=True)
+
+
 def zero_shot_accuracy(image_emb: np.ndarray, prompt_emb: np.ndarray, classes: list[str],
                        labels: list[str], chunk: int = 2048) -> float:
     """Classify each image as the class whose prompt embedding is nearest; compare with its label."""
@@ -72,12 +82,15 @@ def zero_shot_accuracy(image_emb: np.ndarray, prompt_emb: np.ndarray, classes: l
 
 
 # -- inference (retrieve.py) --------------------------------------------------------------
-def load_images(paths: list[Path], meta: dict) -> np.ndarray:
-    """Image files -> raw (N, C, H, W) in [0, 1], resized as in training."""
+def embed_files(network, paths: list[Path], meta: dict) -> np.ndarray:
+    """Image files -> embeddings, prepared exactly as evaluation prepares them (shorter side, centre
+    crop, the checkpoint's interpolation and mean/std; an imported CLIP: as its processor)."""
     for path in paths:
         if not path.is_file():
             raise DataError(f"{path}: no such image file")
-    return np.stack([to_array(open_image(path), meta["image_size"], meta["channels"]) for path in paths])
+        if path.suffix.lower() not in STREAM_SUFFIXES:
+            raise DataError(f"{path}: MindSpore's decoder reads {', '.join(sorted(STREAM_SUFFIXES))}; convert it first")
+    return predict_files(compiled(network.image_encoder), [str(p) for p in paths], meta, np.arange(len(paths)), 1)
 
 
 def known_captions(meta: dict) -> list[str]:
@@ -90,8 +103,7 @@ def captions_for_image(network, meta: dict, image: Path, candidates: list[str] |
                        top: int = 5) -> list[tuple[float, str]]:
     """The ``top`` candidate captions (default: the known ones) for one image, best first."""
     candidates = candidates or known_captions(meta)
-    query, keys = embed_images(network, load_images([image], meta), meta), embed_texts(network, candidates, meta,
-                                                                                          strict=True)
+    query, keys = embed_files(network, [image], meta), embed_texts(network, candidates, meta, strict=True)
     return [(float(query[0] @ keys[i]), candidates[i]) for i in top_k(query, keys, top)[0]]
 
 
@@ -100,8 +112,8 @@ def images_for_text(network, meta: dict, text: str, folder: Path, top: int = 5) 
     query = embed_texts(network, [text], meta, strict=True)
     if not folder.is_dir():
         raise DataError(f"--images {folder}: not a folder")
-    paths = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    paths = sorted(p for p in folder.iterdir() if p.suffix.lower() in STREAM_SUFFIXES)
     if not paths:
-        raise DataError(f"--images {folder}: no image files ({', '.join(sorted(IMAGE_SUFFIXES))})")
-    keys = embed_images(network, load_images(paths, meta), meta)
+        raise DataError(f"--images {folder}: no image files ({', '.join(sorted(STREAM_SUFFIXES))})")
+    keys = embed_files(network, paths, meta)
     return [(float(query[0] @ keys[i]), paths[i]) for i in top_k(query, keys, top)[0]]

@@ -12,9 +12,9 @@ from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from ...images.files import predict_files
 from ...models.backbones import BACKBONES
-from .data import caption, encode, load_data, load_eval_data
+from .data import encode, load_data, load_eval_data
 from .model import ClampLogitScale, ContrastiveLoss, build_network
-from .retrieval import embed_images, embed_texts, retrieval_metrics, zero_shot_accuracy
+from .retrieval import class_embeddings, embed_images, embed_texts, retrieval_metrics, zero_shot_accuracy
 
 
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
@@ -88,10 +88,11 @@ def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
     image_of = np.searchsorted(rows, held["image_of"][lines])  # caption -> its image among rows
     metrics = retrieval_metrics(image_emb, embed_texts(network, texts, meta, jit=jit), texts, image_of)
     if held["label"] is not None:
-        # An imported CLIP knows no classes: zero-shot over the eval data's own, with data.prompt.
+        # An imported CLIP knows no classes: zero-shot over the eval data's own, with data.prompt (the
+        # checkpoint's: a trained model's captions, an imported CLIP's "a photo of a {}."; --set changes it).
         classes = meta.get("classes") or sorted(set(held["label"]))
-        prompts = [caption(meta.get("prompt") or cfg.data.prompt, name) for name in classes]
-        metrics["zero_shot_acc"] = zero_shot_accuracy(image_emb, embed_texts(network, prompts, meta, jit=jit),
+        metrics["zero_shot_acc"] = zero_shot_accuracy(image_emb, class_embeddings(network, classes, cfg.data.prompt,
+                                                                                  meta, jit),
                                                       classes, [held["label"][i] for i in rows])
     metrics["temperature"] = float(1.0 / network.scale().asnumpy())
     return {**metrics, "examples": len(rows)}
