@@ -232,7 +232,8 @@ def evaluate(run: Run, hook: Hooks) -> dict[str, float]:
     patience = run.cfg.train.early_stop_patience
     if patience and state.evals_since_best >= patience:
         run.stop_requested = True
-    hook("on_eval_end", metrics)
+    with run.ema.applied():  # callbacks see the model that was scored (and saved as best.ckpt)
+        hook("on_eval_end", metrics)
     return metrics
 
 
