@@ -45,7 +45,7 @@ record_workers() {
   local pid env
   for pid in $(pgrep -P "$LAUNCHER" 2>/dev/null); do
     [[ -n "${RANK_OF[$pid]:-}" ]] && continue
-    env=$(tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null) || continue
+    env=$(tr '\0' '\n' 2>/dev/null < "/proc/$pid/environ") || continue
     if grep -qx "MS_ROLE=MS_WORKER" <<< "$env"; then
       RANK_OF[$pid]=$(sed -n 's/^RANK_ID=//p' <<< "$env")
     fi
