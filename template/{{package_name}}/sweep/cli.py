@@ -18,7 +18,7 @@ def sweep_main() -> NoReturn:
     p.add_argument("--workers", type=int, default=1, help="trials run at once by this process (default: 1)")
     p.add_argument("--storage", metavar="URL", help="where the study lives: an RDB URL (sqlite:///sweep.db) "
                                                     "or a journal file; default <output.dir>/sweeps/<name>/journal.log")
-    p.add_argument("--best", metavar="YAML", help="where the best parameters go "
+    p.add_argument("--best", metavar="YAML", help="where the best trial's experiment goes "
                                                   "(default: config/experiments/<name>-best.yaml)")
     p.add_argument("--no-prune", dest="prune", action="store_false", help="run every trial to its end")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",

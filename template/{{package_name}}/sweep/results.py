@@ -1,4 +1,4 @@
-"""The end of a sweep: a table of its trials, the best parameters as an experiment file, a plot."""
+"""The end of a sweep: a table of its trials, the best trial as a whole experiment file, a plot."""
 
 from __future__ import annotations
 
