@@ -42,8 +42,9 @@ def test_generated_code_is_lint_clean(tmp_path, task):
 SWEEPS, CAPPED_AND_NOT = ("vision", "nlp"), ("vision", "nlp")  # accuracy (maximise), perplexity (minimise)
 SHARED_TESTS = {
     "tests/test_sweep.py::test_sweep_prunes_reports_and_its_best_trains": SWEEPS,
-    "tests/test_sweep.py::test_killed_sweep_continues_without_losing_or_repeating_a_trial": SWEEPS,
-    "tests/test_sweep.py::test_two_sweep_processes_share_one_study": SWEEPS,
+    # the study's own resumption and sharing: the same whatever the direction (multimodal: quick trials)
+    "tests/test_sweep.py::test_killed_sweep_continues_without_losing_or_repeating_a_trial": ("multimodal",),
+    "tests/test_sweep.py::test_two_sweep_processes_share_one_study": ("multimodal",),
     "tests/test_sweep.py::test_sweep_cli_errors": SWEEPS,
     "tests/test_sweep.py::test_sweep_without_optuna_names_the_extra": SWEEPS,
     "tests/test_logging.py::test_mlflow_run_in_mlruns_has_config_metrics_and_run_folder": ("recommender",),
@@ -51,6 +52,9 @@ SHARED_TESTS = {
     "tests/test_cli.py::test_chosen_logger_not_installed_names_the_extra": ("multimodal",),
     "tests/test_cli.py::test_bad_config_values": CAPPED_AND_NOT,  # the shared sections' schema
     "tests/test_doctor.py": CAPPED_AND_NOT,
+    # the launcher and checkpoint writes under faults: shell and engine code, the same in every project
+    "tests/test_distributed.py::test_a_dead_or_failing_rank_ends_the_job_in_one_line": ("recommender",),
+    "tests/test_reliability.py::test_a_kill_during_a_checkpoint_write_keeps_the_previous_one": ("recommender",),
 }
 
 
