@@ -41,17 +41,23 @@ def photo(path, size=(150, 97)):
 @pytest.mark.slow
 def test_an_imported_clip_prepares_photos_as_its_processor_and_prompts_neutrally(tmp_path):
     reference, tokenizer = tiny_clip(tmp_path / "clip")
-    processor = transformers.CLIPImageProcessor(size={"shortest_edge": 16}, crop_size={"height": 16, "width": 16})
+    processor = transformers.CLIPImageProcessor(
+        size={"shortest_edge": 16}, crop_size={"height": 16, "width": 16}
+    )
     processor.save_pretrained(tmp_path / "clip")
     project = generate(tmp_path, "multimodal", name="mm", git=False)
-    converted = run(project, "convert_weights.py", str(tmp_path / "clip" / "model.safetensors"), "--out", "clip.ckpt")
+    converted = run(
+        project, "convert_weights.py", str(tmp_path / "clip" / "model.safetensors"), "--out", "clip.ckpt"
+    )
     assert converted.returncode == 0, converted.stderr[-2000:]
 
     # One preprocessing: the eval path (predict_files) equals the processor within 1/255 of a pixel.
     image = photo(tmp_path / "photo.png")
     (tmp_path / "pixels.py").write_text(PIXELS.format(package=project.name), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(project)}
-    result = run(project, str(tmp_path / "pixels.py"), "clip.ckpt", str(image), str(tmp_path / "ours.npy"), env=env)
+    result = run(
+        project, str(tmp_path / "pixels.py"), "clip.ckpt", str(image), str(tmp_path / "ours.npy"), env=env
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "a photo of a {}."  # 0.8.4: "a handwritten digit {}"
     from PIL import Image
@@ -64,15 +70,25 @@ def test_an_imported_clip_prepares_photos_as_its_processor_and_prompts_neutrally
     # retrieve.py scores the photo as CLIPModel does on the processor's pixels (0.8.4 squashed it).
     captions = ["a photo", "to a pho", "pho to"]
     (tmp_path / "captions.txt").write_text("\n".join(captions) + "\n", encoding="utf-8")
-    found = run(project, "retrieve.py", "--checkpoint", "clip.ckpt", "--image", str(image),
-                "--captions", str(tmp_path / "captions.txt"), "--top", "3")
+    found = run(
+        project,
+        "retrieve.py",
+        "--checkpoint",
+        "clip.ckpt",
+        "--image",
+        str(image),
+        "--captions",
+        str(tmp_path / "captions.txt"),
+        "--top",
+        "3",
+    )
     assert found.returncode == 0, found.stderr[-2000:]
     scores = {line.split(maxsplit=1)[1]: float(line.split()[0]) for line in found.stdout.splitlines()}
     ids = tokenizer(captions, padding="max_length", max_length=16, return_tensors="pt").input_ids
     with torch.no_grad():
         out = reference(input_ids=ids, pixel_values=torch.from_numpy(expected))
     cosine = out.image_embeds @ out.text_embeds.T  # both unit vectors
-    for caption, value in zip(captions, cosine[0].tolist()):
+    for caption, value in zip(captions, cosine[0].tolist(), strict=True):
         assert scores[caption] == pytest.approx(value, abs=2e-3), (caption, scores, value)
 
     # A fine-tune from it normalises with CLIP's mean/std, not the new photos' own.
@@ -83,20 +99,53 @@ def test_an_imported_clip_prepares_photos_as_its_processor_and_prompts_neutrally
         photo(folder / f"{i}.png", (40 + 3 * i, 30))
         lines.append(json.dumps({"file_name": f"{i}.png", "text": f"a photo {i}"}))
     (folder / "metadata.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tuned = run(project, "train.py", "--set", "model.pretrained=clip.ckpt", "--set", f"data.path={folder}",
-                "--set", "model.image_tower=vit", "--set", "model.text_tower=clip", "--set", "train.max_steps=1",
-                "--set", "train.batch_size=4", "--set", "output.plot=false",
-                *(a for item in ("embed_dim=16", "vit_patch_size=8", "vit_layers=2", "vit_heads=2", "vit_width=32",
-                                 "text_width=32", "text_layers=2", "text_heads=2")
-                  for a in ("--set", f"model.{item}")), "--set", "data.image_size=16", "--set", "data.channels=3")
+    tuned = run(
+        project,
+        "train.py",
+        "--set",
+        "model.pretrained=clip.ckpt",
+        "--set",
+        f"data.path={folder}",
+        "--set",
+        "model.image_tower=vit",
+        "--set",
+        "model.text_tower=clip",
+        "--set",
+        "train.max_steps=1",
+        "--set",
+        "train.batch_size=4",
+        "--set",
+        "output.plot=false",
+        *(
+            a
+            for item in (
+                "embed_dim=16",
+                "vit_patch_size=8",
+                "vit_layers=2",
+                "vit_heads=2",
+                "vit_width=32",
+                "text_width=32",
+                "text_layers=2",
+                "text_heads=2",
+            )
+            for a in ("--set", f"model.{item}")
+        ),
+        "--set",
+        "data.image_size=16",
+        "--set",
+        "data.channels=3",
+    )
     assert tuned.returncode == 0, tuned.stderr[-3000:]
     run_dir = json.loads(tuned.stdout[tuned.stdout.index("{\n") :])["run_dir"]
     (tmp_path / "meta.py").write_text(
         f"from {project.name}.engine import checkpoint\nimport json, sys\n"
-        "print(json.dumps(checkpoint.read(sys.argv[1])[1]['task_meta']))\n", encoding="utf-8")
+        "print(json.dumps(checkpoint.read(sys.argv[1])[1]['task_meta']))\n",
+        encoding="utf-8",
+    )
     meta = run(project, str(tmp_path / "meta.py"), f"{run_dir}/last.ckpt", env=env)
     assert meta.returncode == 0, meta.stderr[-2000:]
     task_meta = json.loads(meta.stdout.strip().splitlines()[-1])
     assert task_meta["mean"] == pytest.approx(processor.image_mean) and task_meta["std"] == pytest.approx(
-        processor.image_std)
+        processor.image_std
+    )
     assert task_meta["interpolation"] == "bicubic"

@@ -40,6 +40,7 @@ def test_generated_code_is_lint_clean(tmp_path, task):
 # all four; a generated project's own CI runs them all. Every other test of every suite runs in
 # every project.
 SWEEPS, CAPPED_AND_NOT = ("vision", "nlp"), ("vision", "nlp")  # accuracy (maximise), perplexity (minimise)
+FAULTS = ("recommender",)
 SHARED_TESTS = {
     "tests/test_sweep.py::test_sweep_prunes_reports_and_its_best_trains": SWEEPS,
     # the study's own resumption and sharing: the same whatever the direction (multimodal: quick trials)
@@ -53,8 +54,8 @@ SHARED_TESTS = {
     "tests/test_cli.py::test_bad_config_values": CAPPED_AND_NOT,  # the shared sections' schema
     "tests/test_doctor.py": CAPPED_AND_NOT,
     # the launcher and checkpoint writes under faults: shell and engine code, the same in every project
-    "tests/test_distributed.py::test_a_dead_or_failing_rank_ends_the_job_in_one_line": ("recommender",),
-    "tests/test_reliability.py::test_a_kill_during_a_checkpoint_write_keeps_the_previous_one": ("recommender",),
+    "tests/test_distributed.py::test_a_dead_or_failing_rank_ends_the_job_in_one_line": FAULTS,
+    "tests/test_reliability.py::test_a_kill_during_a_checkpoint_write_keeps_the_previous_one": FAULTS,
 }
 
 
