@@ -19,7 +19,7 @@ import numpy as np
 
 from ...engine.arrays import compiled, normalise, predict, top_k
 from ...engine.errors import DataError
-from ...images.files import STREAM_SUFFIXES, predict_files
+from ...images.files import STREAM_SUFFIXES, predict_files, read_bytes
 from .data import caption, encode, templates, words
 
 
@@ -88,8 +88,7 @@ def embed_files(network, paths: list[Path], meta: dict) -> np.ndarray:
     for path in paths:
         if not path.is_file():
             raise DataError(f"{path}: no such image file")
-        if path.suffix.lower() not in STREAM_SUFFIXES:
-            raise DataError(f"{path}: MindSpore's decoder reads {', '.join(sorted(STREAM_SUFFIXES))}; convert it first")
+        read_bytes(str(path))  # a JPEG, PNG or BMP file, whole: said in one line before the decoder sees it
     return predict_files(compiled(network.image_encoder), [str(p) for p in paths], meta, np.arange(len(paths)), 1)
 
 
