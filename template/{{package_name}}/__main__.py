@@ -1,12 +1,19 @@
-"""``python -m <package> doctor``: check Python, MindSpore and this machine (see doctor.py)."""
+"""``python -m <package> doctor``: check Python, MindSpore and this machine (doctor.py).
+``python -m <package> predict --onnx FILE INPUT``: run an exported ONNX network without
+MindSpore (deploy/predict.py)."""
 
 import sys
 from pathlib import Path
 
-from .doctor import main
-
 if __name__ == "__main__":
-    if sys.argv[1:2] != ["doctor"]:
-        print(f"usage: python -m {__package__} doctor [--project DIR]", file=sys.stderr)
-        sys.exit(2)
-    sys.exit(main(sys.argv[2:], project=Path(__file__).resolve().parents[1]))
+    command = sys.argv[1:2]
+    if command == ["doctor"]:
+        from .doctor import main
+
+        sys.exit(main(sys.argv[2:], project=Path(__file__).resolve().parents[1]))
+    if command == ["predict"]:
+        from .deploy.predict import main
+
+        sys.exit(main(sys.argv[2:]))
+    print(f"usage: python -m {__package__} doctor [--project DIR] | predict --onnx FILE INPUT", file=sys.stderr)
+    sys.exit(2)

@@ -1,5 +1,6 @@
-"""MINDIR export with a dynamic batch axis, a reload check against the live network, and a
-``<name>.json`` beside each graph with what inference needs (``deploy.py``)."""
+"""MINDIR export with a dynamic batch axis and a reload check against the live network, ONNX
+export checked by onnxruntime (``onnx.py``), and a ``<name>.json`` beside each network with what
+inference needs (``spec.py``)."""
 
 from __future__ import annotations
 
@@ -13,16 +14,39 @@ from ..engine.errors import UserError
 from .inference import load_trained
 from .spec import write_spec
 
+FORMATS = ("mindir", "onnx")
 
-def export_checkpoint(path: str, out_dir: str, overrides: list[str] = ()) -> dict[str, Path]:
+
+def export_checkpoint(path: str, out_dir: str, overrides: list[str] = (), formats: tuple[str, ...] = ("mindir",),
+                      batch: int = 1) -> dict[str, Path]:
+    """Each of the task's networks in each format; ``batch`` is ONNX's fixed batch size.
+    Returns ``{"<name>" or "<name>.onnx": path}``."""
+    if unknown := [f for f in formats if f not in FORMATS]:
+        raise UserError(f"--format {unknown[0]}: expected {' or '.join(FORMATS)} (or both, comma-separated)")
+    if batch < 1:
+        raise UserError(f"--batch {batch}: expected a positive number of rows")
+    if "onnx" in formats:
+        from .onnx import runtime
+
+        runtime()  # before anything is written
     trained = load_trained(path, overrides)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = {}
     meta = trained.task.deploy_meta(trained.meta, trained.cfg)
-    for name, (cell, inputs) in trained.task.exports(trained.network, trained.meta, trained.cfg).items():
-        written[name] = export_and_check(cell, inputs, out / name)
-        write_spec(written[name], cell, inputs, _numpy(cell(*inputs)), trained.task.name, meta, path)
+    exports = trained.task.exports(trained.network, trained.meta, trained.cfg)
+    if "onnx" in formats and (taken := [out / f"{name}.onnx" for name in exports if (out / f"{name}.onnx").exists()]):
+        raise UserError(f"{taken[0]} exists: export to another --out folder, or remove it first")
+    for name, (cell, inputs) in exports.items():
+        files = {}
+        if "mindir" in formats:
+            written[name] = files["mindir"] = export_and_check(cell, inputs, out / name)
+        if "onnx" in formats:
+            from .onnx import export_onnx
+
+            written[f"{name}.onnx"], checked = export_onnx(cell, inputs, out / name, batch)
+            files["onnx"] = {"file": written[f"{name}.onnx"], "batch": batch, **checked}
+        write_spec(out / name, files, cell, inputs, _numpy(cell(*inputs)), trained.task.name, meta, path)
     return written
 
 

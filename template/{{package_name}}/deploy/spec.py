@@ -1,11 +1,15 @@
-"""``<name>.json`` beside each exported ``<name>.mindir``: what serving the graph needs.
+"""``<name>.json`` beside each exported network: what serving it needs, in either format.
 
-    {"format": 1, "task": "vision", "mindir": "classifier.mindir", "checkpoint": "runs/<run>/best.ckpt",
+    {"format": 2, "task": "vision", "checkpoint": "runs/<run>/best.ckpt",
+     "mindir": "classifier.mindir",
+     "onnx": {"file": "classifier.onnx", "opset": 11, "batch": 1, "max_abs_diff": 1.8e-07},
      "inputs": [{"name": "x", "shape": [null, 1, 8, 8], "dtype": "float32"}],
-     "outputs": [{"shape": [null, 10], "dtype": "float32"}],
+     "outputs": [{"shape": [null, 10], "dtype": "float32", "meaning": "logits over meta.classes"}],
      "meta": {"classes": [...], "mean": 0.33, "std": 0.38, ...}}
 
-``null`` in a shape is the dynamic batch axis. ``meta`` is the task's ``deploy_meta``: the
+``null`` in a shape is the batch axis: any size in the MINDIR graph, ``onnx.batch`` rows in the
+ONNX one (MindSpore 2.10 exports ONNX with a fixed batch). ``max_abs_diff`` is what export.py
+measured between onnxruntime and the network. ``meta`` is the task's ``deploy_meta``: the
 preprocessing statistics, class names, vocabulary or id maps that turn raw input into the
 graph's input and its output into an answer. README.md ("Deploy") shows it in use.
 """
@@ -20,22 +24,44 @@ from typing import Any
 import numpy as np
 from mindspore import Tensor, nn
 
+# What each exported network's output means (the task's ``exports`` names them).
+MEANINGS = {
+    "classifier": "logits over meta.classes (softmax: probabilities)",
+    "scorer": "the logit that the user interacts with the item (sigmoid: probability)",
+    "ctr_model": "the logit that the user likes the item (sigmoid: probability)",
+    "image_encoder": "the L2-normalised image embedding (cosine = dot product with a text embedding)",
+    "text_encoder": "the L2-normalised caption embedding (cosine = dot product with an image embedding)",
+    "lm": "next-token logits at every position (pad on the right; read the last real position)",
+}
 
-def write_spec(mindir: Path, cell: nn.Cell, inputs: tuple[Tensor, ...], outputs: list[np.ndarray],
-               task: str, meta: dict[str, Any], checkpoint: str) -> Path:
+
+def write_spec(stem: Path, files: dict[str, Any], cell: nn.Cell, inputs: tuple[Tensor, ...],
+               outputs: list[np.ndarray], task: str, meta: dict[str, Any], checkpoint: str) -> Path:
+    """``files``: {"mindir": path} and/or {"onnx": {"file": path, ...}}. The formats of an earlier
+    export of the same checkpoint into this folder stay listed."""
+    path = stem.with_suffix(".json")
+    earlier = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     names = list(inspect.signature(cell.construct).parameters)
     spec = {
-        "format": 1,
+        "format": 2,
         "task": task,
-        "mindir": mindir.name,
         "checkpoint": str(checkpoint),
+        **{f: earlier[f] for f in ("mindir", "onnx") if f in earlier and earlier.get("checkpoint") == str(checkpoint)},
+        **{f: _relative(value) for f, value in files.items()},
         "inputs": [{"name": name, **_tensor(x.asnumpy())} for name, x in zip(names, inputs)],
-        "outputs": [_tensor(y) for y in outputs],
+        "outputs": [{**_tensor(y), "meaning": MEANINGS.get(stem.name, "")} for y in outputs],
         "meta": meta,
     }
-    path = mindir.with_suffix(".json")
-    path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(spec, indent=2), encoding="utf-8")
+    partial.replace(path)
     return path
+
+
+def _relative(value):
+    if isinstance(value, Path):
+        return value.name
+    return {key: _relative(item) for key, item in value.items()} if isinstance(value, dict) else value
 
 
 def _tensor(array: np.ndarray) -> dict[str, Any]:

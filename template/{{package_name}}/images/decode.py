@@ -29,6 +29,29 @@ def to_array(image: Image.Image, size: int, channels: int) -> np.ndarray:
     return array[None] if channels == 1 else array.transpose(2, 0, 1)
 
 
+def eval_view(file: Path, meta: dict) -> np.ndarray:
+    """The evaluation view of an image file, with Pillow alone (``python -m <package> predict``),
+    as ``files.ImageFiles`` prepares it: the shorter side resized to round(size / eval_crop)
+    (Pillow's resampling, not MindSpore's), the centre size x size kept, then grey (as there,
+    after the resize), in [0, 1], normalised with the task meta's mean and std -> float32
+    (C, size, size)."""
+    size, channels = meta["image_size"], meta["channels"]
+    image = open_image(file).convert("RGB")
+    short = round(size / meta.get("eval_crop", 1.0))
+    scale = short / min(image.size)
+    width, height = max(short, int(image.width * scale)), max(short, int(image.height * scale))
+    resample = Image.BICUBIC if meta.get("interpolation") == "bicubic" else Image.BILINEAR
+    if (width, height) != image.size:
+        image = image.resize((width, height), resample)
+    left, top = (width - size) // 2, (height - size) // 2
+    image = image.crop((left, top, left + size, top + size))
+    array = np.asarray(image.convert("L") if channels == 1 else image, dtype=np.float32) / 255.0
+    array = array[None] if channels == 1 else array.transpose(2, 0, 1)
+    mean = np.asarray(meta["mean"], np.float32).reshape(-1, 1, 1)
+    std = np.asarray(meta["std"], np.float32).reshape(-1, 1, 1)
+    return (array - mean) / std
+
+
 def read_npz(path: Path, size: int, channels: int) -> tuple[np.ndarray, np.ndarray]:
     """``images`` (N, H, W[, C], uint8 or float in [0, 1]) and ``labels`` (N,) from an .npz
     file -> float32 (N, C, size, size) in [0, 1] and int32 labels."""

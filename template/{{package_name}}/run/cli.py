@@ -95,16 +95,19 @@ def eval_main() -> NoReturn:
 
 
 def export_main() -> NoReturn:
-    p = parser("Export a checkpoint to MINDIR and check the exported graph against the network.",
+    p = parser("Export a checkpoint to MINDIR and/or ONNX; each exported graph is checked against the network.",
                checkpoint=True)
     p.add_argument("--out", default="export", help="output folder (default: %(default)s)")
+    p.add_argument("--format", default="mindir", help="mindir | onnx | mindir,onnx (default: %(default)s)")
+    p.add_argument("--batch", type=int, default=1, help="the ONNX graph's fixed batch size (default: %(default)s)")
     args = p.parse_args()
 
     def main():
         checkpoint = checkpoint_path(args)
         from ..deploy.export import export_checkpoint  # imports MindSpore: once there is a checkpoint
 
-        for name, path in export_checkpoint(checkpoint, args.out, args.overrides).items():
+        formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
+        for name, path in export_checkpoint(checkpoint, args.out, args.overrides, formats, args.batch).items():
             print(f"{name}: {path} (+ {path.with_suffix('.json').name})")
 
     guarded(main)

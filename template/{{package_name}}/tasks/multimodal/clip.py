@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 
 import mindspore as ms
-import numpy as np
 from mindspore import Parameter, nn, ops
 from mindspore.common.initializer import Normal, initializer
 
@@ -57,37 +56,6 @@ class CLIPTextTower(nn.Cell):
         first = eos * ops.cast(ops.cumsum(eos, axis=1) == 1, ms.float32)  # one-hot: the first end-of-text
         pooled = ops.sum(x * first.astype(x.dtype).expand_dims(-1), dim=1)  # (B, W)
         return self.head(pooled)
-
-
-class ClipTokenizer:
-    """A CLIP ``tokenizer.json``: text -> <|startoftext|> BPE tokens <|endoftext|>, cut to
-    ``context`` tokens (the end-of-text kept last) and padded with end-of-text tokens."""
-
-    def __init__(self, text: str, source: str = "tokenizer.json"):
-        from tokenizers import Tokenizer
-
-        try:
-            self.bpe = Tokenizer.from_str(text)
-        except Exception as exc:  # tokenizers raises its own exception types
-            raise DataError(f"{source}: not a tokenizer.json ({str(exc).splitlines()[0][:120]})") from None
-        vocab = self.bpe.get_vocab(with_added_tokens=True)
-        missing = [t for t in ("<|startoftext|>", "<|endoftext|>") if t not in vocab]
-        if missing:
-            raise DataError(f"{source}: no {missing[0]} token: not a CLIP tokenizer")
-        self.bos_id, self.eos_id = vocab["<|startoftext|>"], vocab["<|endoftext|>"]
-        self.vocab_size, self.text = self.bpe.get_vocab_size(with_added_tokens=True), text
-
-    @classmethod
-    def from_meta(cls, meta: dict) -> ClipTokenizer:
-        return cls(meta["tokenizer"], "the checkpoint's tokenizer")
-
-    def encode(self, texts: list[str], context: int) -> np.ndarray:
-        """Captions -> int32 (N, context) ids."""
-        out = np.full((len(texts), context), self.eos_id, np.int32)
-        for row, text in enumerate(texts):
-            ids = self.bpe.encode(text, add_special_tokens=False).ids[:context - 2]
-            out[row, :len(ids) + 1] = [self.bos_id, *ids]  # the end-of-text token follows (padding)
-        return out
 
 
 @functools.lru_cache(maxsize=4)

@@ -122,7 +122,7 @@ def sizes(tensors: dict[str, np.ndarray], config: dict) -> tuple[list[str], int,
 
 
 def read_tokenizer(src: str, path: str | None, vocab: int):
-    from .clip import ClipTokenizer
+    from .captions import ClipTokenizer
 
     path = path or str(Path(src).with_name("tokenizer.json"))
     try:

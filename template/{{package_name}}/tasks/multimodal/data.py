@@ -21,7 +21,6 @@ captions drawn from (seed, epoch, index), so a contrastive batch never holds one
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -32,9 +31,9 @@ from ...engine.pipeline import resolve_workers
 from ...engine.task import Data
 from ...images.decode import read_npz
 from ...images.files import ImageFiles, ImageTransform, image_rng, statistics
+from .captions import build_vocab, encode, words
 from .config import DataConfig
 
-PAD, UNK = "<pad>", "<unk>"  # token ids 0 and 1
 # Attribute words for the low and high third of each measurement (per class); the middle third says nothing.
 STATS_SAMPLE = 500  # a folder's normalisation is measured on at most this many training images (seeded)
 ATTRIBUTES = {"ink": ("thin", "thick"), "slant": ("leaning left", "leaning right"), "width": ("narrow", "wide")}
@@ -275,31 +274,3 @@ def describe(text: str, image: np.ndarray, label: int, cuts: np.ndarray) -> str:
         elif value > hi_cut:
             extra.append(high)
     return ", ".join([text, *extra])
-
-
-# -- tokens -------------------------------------------------------------------------------
-def words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9]+", text.lower())
-
-
-def build_vocab(texts: list[str]) -> list[str]:
-    return [PAD, UNK, *sorted({w for text in texts for w in words(text)})]
-
-
-def encode(texts: list[str], meta: dict) -> np.ndarray:
-    """Captions -> int32 (N, max_tokens) ids: CLIP's BPE (``meta`` holds its tokenizer) or word ids."""
-    if "tokenizer" in meta:
-        from .clip import ClipTokenizer
-
-        return ClipTokenizer.from_meta(meta).encode(texts, meta["max_tokens"])
-    return tokenize(texts, meta["vocab"], meta["max_tokens"])
-
-
-def tokenize(texts: list[str], vocab: list[str], max_tokens: int) -> np.ndarray:
-    """Captions -> int32 (N, max_tokens) word ids, 0-padded; unknown words -> 1."""
-    index = {w: i for i, w in enumerate(vocab)}
-    out = np.zeros((len(texts), max_tokens), np.int32)
-    for row, text in enumerate(texts):
-        ids = [index.get(w, 1) for w in words(text)][:max_tokens]
-        out[row, :len(ids)] = ids
-    return out

@@ -20,7 +20,8 @@ import numpy as np
 from ...engine.arrays import compiled, normalise, predict, top_k
 from ...engine.errors import DataError
 from ...images.files import STREAM_SUFFIXES, predict_files, read_bytes
-from .data import caption, encode, templates, words
+from .captions import encode, words
+from .data import caption, templates
 
 
 def embed_images(network, images: np.ndarray, meta: dict, rows: np.ndarray | None = None, jit: bool = True

@@ -12,7 +12,8 @@ from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from ...images.files import predict_files
 from ...models.backbones import BACKBONES
-from .data import encode, load_data, load_eval_data
+from .captions import encode
+from .data import load_data, load_eval_data
 from .model import ClampLogitScale, ContrastiveLoss, build_network
 from .retrieval import class_embeddings, embed_images, embed_texts, retrieval_metrics, zero_shot_accuracy
 

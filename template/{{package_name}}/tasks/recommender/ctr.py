@@ -13,7 +13,7 @@ from mindspore import Tensor, nn
 from ...engine.arrays import budget, predict
 from ...engine.errors import DataError
 from ...engine.task import Data, Model
-from .ids import IdMap
+from .ids import IdMap, ctr_features
 from .log import Log
 from .metrics import auc, logloss
 from .model import DeepFM, FeatureLoss
@@ -30,20 +30,6 @@ def build_model(cfg, meta: dict) -> Model:
     m = cfg.model
     network = DeepFM(meta["rows"], meta["fields"], m.embed_dim, m.hidden, m.dropout, m.sparse)
     return Model(network=network, loss=FeatureLoss(network))
-
-
-def ctr_features(meta: dict, user_raw, item_raw, genres: dict[int, list[str]]) -> np.ndarray:
-    """(N, 4) rows into one shared embedding table: user, item, first and second genre."""
-    users, items = IdMap.from_meta(meta["users"]), IdMap.from_meta(meta["items"])
-    vocab = {g: i + 1 for i, g in enumerate(meta["genres"])}
-    unique, inverse = np.unique(np.asarray(item_raw, np.int64), return_inverse=True)
-    pairs = np.zeros((len(unique), 2), np.int64)
-    for row, item in enumerate(unique.tolist()):
-        for slot, genre in enumerate(genres.get(item, [])[:2]):
-            pairs[row, slot] = vocab.get(genre, 0)
-    o = meta["offsets"]
-    return np.stack([o[0] + users.encode(user_raw), o[1] + items.encode(item_raw),
-                     o[2] + pairs[inverse, 0], o[2] + pairs[inverse, 1]], axis=1).astype(np.int32)
 
 
 def prepare(log: Log, cfg) -> Data:

@@ -46,3 +46,17 @@ def stable_hash(tokens, buckets: int) -> np.ndarray:
     unique, inverse = np.unique(np.asarray(tokens, str), return_inverse=True)
     codes = np.array([zlib.crc32(t.encode()) % buckets + 1 for t in unique], np.int64)
     return codes[inverse].reshape(np.shape(tokens)).astype(np.int32)
+
+
+def ctr_features(meta: dict, user_raw, item_raw, genres: dict[int, list[str]]) -> np.ndarray:
+    """(N, 4) rows into one shared embedding table: user, item, first and second genre."""
+    users, items = IdMap.from_meta(meta["users"]), IdMap.from_meta(meta["items"])
+    vocab = {g: i + 1 for i, g in enumerate(meta["genres"])}
+    unique, inverse = np.unique(np.asarray(item_raw, np.int64), return_inverse=True)
+    pairs = np.zeros((len(unique), 2), np.int64)
+    for row, item in enumerate(unique.tolist()):
+        for slot, genre in enumerate(genres.get(item, [])[:2]):
+            pairs[row, slot] = vocab.get(genre, 0)
+    o = meta["offsets"]
+    return np.stack([o[0] + users.encode(user_raw), o[1] + items.encode(item_raw),
+                     o[2] + pairs[inverse, 0], o[2] + pairs[inverse, 1]], axis=1).astype(np.int32)

@@ -1,0 +1,85 @@
+"""The ops MindSpore 2.10 cannot write to ONNX, computed from ops it can, for the export only.
+
+Inside ``exportable()``, ``mindspore.ops.<name>`` resolves to the version below. The graph
+compiler reads the network's Python when ``ms.export`` traces it, so the exported graph computes
+the same function from exportable primitives, while the trained network, its weights and every
+training or evaluation graph keep MindSpore's own kernels. What 2.10's exporter refuses
+(measured; "Can not find key ... in convert map"): GroupNorm, PadV3 (``ops.pad``), Erf (exact
+GELU), MaskedFill (causal attention), Rsqrt (RMSNorm), and ``ops.clamp`` with one bound None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from unittest import mock
+
+from mindspore import ops
+
+# Abramowitz & Stegun 7.1.26: |erf error| <= 1.5e-7, below float32 rounding of GELU's output.
+_P = 0.3275911
+_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+def erf(x):
+    t = _inverse(1.0 + _P * ops.abs(x))
+    poly = t * (_A[0] + t * (_A[1] + t * (_A[2] + t * (_A[3] + t * _A[4]))))
+    y = 1.0 - poly * ops.exp(-x * x)
+    return ops.select(x < 0, -y, y)
+
+
+def rsqrt(x):
+    return _inverse(ops.sqrt(x))
+
+
+def _inverse(x):  # 1 / x, written as a division: 2.10 cannot export Reciprocal either
+    return ops.ones_like(x) / x
+
+
+def masked_fill(x, mask, value):
+    return ops.select(mask, ops.ones_like(x) * value, x)
+
+
+def clamp(x, min=None, max=None):  # noqa: A002 (ops.clamp's own argument names)
+    if min is not None:
+        x = ops.maximum(x, min)
+    if max is not None:
+        x = ops.minimum(x, max)
+    return x
+
+
+def pad(x, padding, mode="constant", value=None):
+    """``ops.pad``'s (last-axis-first) constant padding as the older ``Pad`` primitive."""
+    pairs = [(0, 0)] * (x.ndim - len(padding) // 2)
+    pairs += [(padding[i], padding[i + 1]) for i in range(len(padding) - 2, -1, -2)]
+    return ops.Pad(tuple(pairs))(x)
+
+
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
+    b, c = x.shape[0], x.shape[1]
+    groups = x.reshape(b, num_groups, -1)
+    mean = groups.mean(-1, keep_dims=True)
+    var = ((groups - mean) ** 2).mean(-1, keep_dims=True)
+    x = ((groups - mean) / ops.sqrt(var + eps)).reshape(x.shape)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    return x * weight.reshape(shape) + bias.reshape(shape)
+
+
+REWRITES = {"erf": erf, "rsqrt": rsqrt, "masked_fill": masked_fill, "clamp": clamp, "pad": pad,
+            "group_norm": group_norm}
+
+
+@contextmanager
+def exportable() -> Iterator[None]:
+    """``ms.export(..., file_format="ONNX")`` inside this block writes the rewritten ops."""
+    with mock.patch.multiple(ops, **REWRITES):
+        yield
+
+
+def refused_op(error: Exception) -> str | None:
+    """The op's name in the exporter's refusal, if that is what ``error`` is."""
+    text = str(error)
+    if "in convert map" in text:
+        return text.split("Can not find key ", 1)[-1].split(" ", 1)[0]
+    return None
+

@@ -1,0 +1,147 @@
+"""``python -m <package> predict --onnx export/<name>.onnx INPUT``: an exported ONNX network
+run by onnxruntime, without MindSpore. ``<name>.json`` (spec.py) says how INPUT becomes the
+graph's input and what its output means:
+
+    classifier      an image file        -> the top classes and their probabilities
+    scorer          a raw user id        -> the top items (every training item, seen or not)
+    ctr_model       user,item[,genre...] -> the probability that the user likes the item
+    image_encoder   an image file        -> its embedding
+    text_encoder    a caption            -> its embedding
+    lm              a text               -> the text continued (greedy, --tokens new tokens)
+
+Needs numpy, pillow and onnxruntime (and tokenizers for a BPE tokenizer); this module and
+what it imports never import MindSpore.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ..engine.errors import UserError
+
+
+class Graph:
+    """An ONNX file and its spec; ``__call__`` takes any number of rows, in the graph's batches."""
+
+    def __init__(self, path: Path):
+        try:
+            import onnxruntime
+        except ImportError:
+            raise UserError("predict needs onnxruntime: pip install onnxruntime") from None
+        spec = path.with_suffix(".json")
+        if not path.is_file() or not spec.is_file():
+            raise UserError(f"{path}: no such ONNX file with its {spec.name} beside it (export.py --format onnx)")
+        self.spec = json.loads(spec.read_text(encoding="utf-8"))
+        if "onnx" not in self.spec:
+            raise UserError(f"{spec}: describes no ONNX export (export.py --format onnx)")
+        self.name, self.meta, self.batch = path.stem, self.spec["meta"], self.spec["onnx"]["batch"]
+        self.session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        self.inputs = [x.name for x in self.session.get_inputs()]
+
+    def __call__(self, *columns: np.ndarray) -> np.ndarray:
+        """The first output for ``len(columns[0])`` rows (the last batch padded by repetition)."""
+        rows, out = len(columns[0]), []
+        for start in range(0, rows, self.batch):
+            chunk = [np.resize(c[start:start + self.batch], (self.batch, *c.shape[1:])) for c in columns]
+            out.append(self.session.run(None, dict(zip(self.inputs, chunk)))[0][:rows - start])
+        return np.concatenate(out)
+
+
+def classify(graph: Graph, value: str, top: int) -> list[dict]:
+    from ..images.decode import eval_view
+
+    logits = graph(eval_view(Path(value), graph.meta)[None])[0].astype(np.float64)
+    probs = np.exp(logits - logits.max())
+    probs /= probs.sum()
+    classes = graph.meta.get("classes") or [str(i) for i in range(len(probs))]
+    return [{"class": classes[i], "probability": float(probs[i])} for i in np.argsort(-probs, kind="stable")[:top]]
+
+
+def recommend(graph: Graph, value: str, top: int) -> list[dict]:
+    from ..tasks.recommender.ids import IdMap
+
+    users, items = IdMap.from_meta(graph.meta["users"]), IdMap.from_meta(graph.meta["items"])
+    user = _integer(value, "a raw user id")
+    if user not in users:
+        raise UserError(f"user {user}: unknown (not in the training data)")
+    user_rows = np.full(len(items.known), users.encode([user])[0], np.int32)
+    logits = graph(user_rows, items.encode(items.known).astype(np.int32)).reshape(-1)
+    best = np.lexsort((items.known, -logits))[:top]  # best first; ties by item id
+    return [{"item": int(items.known[i]), "probability": _sigmoid(logits[i])} for i in best]
+
+
+def click(graph: Graph, value: str, top: int) -> dict:
+    from ..tasks.recommender.ids import ctr_features
+
+    if "users" not in graph.meta:
+        raise UserError("this model was trained on a TSV feature file: feed its int32 feature rows to the graph")
+    user, item, *genres = [part.strip() for part in value.split(",")]
+    user_id, item_id = _integer(user, "a raw user id"), _integer(item, "a raw item id")
+    features = ctr_features(graph.meta, [user_id], [item_id], {item_id: genres})
+    return {"user": user_id, "item": item_id, "probability": _sigmoid(graph(features).reshape(-1)[0])}
+
+
+def embed_image(graph: Graph, value: str, top: int) -> list[float]:
+    from ..images.decode import eval_view
+
+    return graph(eval_view(Path(value), graph.meta)[None])[0].tolist()
+
+
+def embed_text(graph: Graph, value: str, top: int) -> list[float]:
+    from ..tasks.multimodal.captions import encode
+
+    return graph(encode([value], graph.meta))[0].tolist()
+
+
+def continue_text(graph: Graph, value: str, tokens: int) -> str:
+    from ..tasks.nlp.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.from_meta(graph.meta)
+    ids, block = list(tokenizer.encode(value)), graph.meta["block_size"]
+    if not ids:
+        raise UserError("the text has no tokens")
+    for _ in range(tokens):
+        context = ids[-block:]
+        window = np.zeros((1, block), np.int32)
+        window[0, :len(context)] = context  # padded on the right: causal attention never sees it
+        ids.append(int(graph(window)[0, len(context) - 1].argmax()))
+    return tokenizer.decode(ids)
+
+
+TASKS = {"classifier": classify, "scorer": recommend, "ctr_model": click, "image_encoder": embed_image,
+         "text_encoder": embed_text, "lm": continue_text}
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="predict", description="Run an exported ONNX network without MindSpore.")
+    p.add_argument("--onnx", required=True, type=Path, help="an export/<name>.onnx written by export.py")
+    p.add_argument("input", help="an image file, a user id, user,item[,genres], a caption or a text (see --onnx)")
+    p.add_argument("--top", type=int, default=5, help="classes or items to list (default: %(default)s)")
+    p.add_argument("--tokens", type=int, default=20, help="lm: new tokens to generate (default: %(default)s)")
+    args = p.parse_args(argv)
+    try:
+        graph = Graph(args.onnx)
+        if graph.name not in TASKS:
+            raise UserError(f"{args.onnx}: no predict for a network named {graph.name!r} (one of {', '.join(TASKS)})")
+        result = TASKS[graph.name](graph, args.input, args.tokens if graph.name == "lm" else args.top)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=None if graph.name.endswith("encoder") else 2, ensure_ascii=False))
+    return 0
+
+
+def _integer(value: str, what: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise UserError(f"{value!r}: expected {what}") from None
+
+
+def _sigmoid(logit) -> float:
+    return float(1 / (1 + np.exp(-float(logit))))
