@@ -104,6 +104,21 @@ def mindspore_logits(project, tmp_path, checkpoint: str, inputs: np.ndarray) -> 
     return np.load(tmp_path / "out.npy")
 
 
+def onnx_outputs(project, checkpoint: str, out: str, feeds: dict[str, dict[str, np.ndarray]]) -> dict:
+    """``export.py --format onnx`` of ``checkpoint`` into ``out``; each graph of ``feeds``
+    ({name: {input: array}}) run by onnxruntime: {name: its first output}."""
+    onnxruntime = pytest.importorskip("onnxruntime")
+    exported = run(project, "export.py", "--checkpoint", checkpoint, "--format", "onnx", "--out", out)
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    outputs = {}
+    for name, inputs in feeds.items():
+        spec = json.loads((project / out / f"{name}.json").read_text(encoding="utf-8"))
+        assert spec["onnx"]["max_abs_diff"] <= 1e-4  # export.py's own check against MindSpore
+        session = onnxruntime.InferenceSession(str(project / out / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+        outputs[name] = session.run(None, inputs)[0]
+    return outputs
+
+
 def test_torchvision_resnet18_converts_to_the_same_logits(tmp_path):
     project = generate(tmp_path, "vision", name="weights", git=False)
     src = tmp_path / "resnet18.safetensors"
@@ -119,6 +134,13 @@ def test_torchvision_resnet18_converts_to_the_same_logits(tmp_path):
         expected = reference(torch.from_numpy(images)).numpy()
     assert actual.shape == (2, 1000)
     assert np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()
+
+    # Import -> ONNX: onnxruntime gives PyTorch's logits (the export's batch is 1, its size the meta's).
+    image = np.random.default_rng(2).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    logits = onnx_outputs(project, "imported.ckpt", "export", {"classifier": {"x": image}})["classifier"]
+    with torch.no_grad():
+        expected = reference(torch.from_numpy(image)).numpy()
+    assert np.abs(logits - expected).max() <= 1e-4 * np.abs(expected).max()
 
 
 def test_wrong_files_are_refused_with_one_line_and_nothing_written(tmp_path):
@@ -293,6 +315,9 @@ def test_vit_converts_to_the_same_logits_as_transformers(tmp_path):
         actual = mindspore_logits(project, tmp_path, out, images)
         # measured: max |diff| 5.1e-7 (--verify, HF file)
         assert actual.shape == (2, 10) and np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()
+    # Import -> ONNX (exact GELU rewritten for the exporter): onnxruntime gives transformers' logits.
+    logits = onnx_outputs(project, "hf.ckpt", "export", {"classifier": {"x": images[:1]}})["classifier"]
+    assert np.abs(logits - expected[:1]).max() <= 1e-4 * np.abs(expected).max()
 
 
 def tiny_clip(path):
@@ -386,6 +411,12 @@ def test_huggingface_clip_converts_to_the_same_embeddings_and_zero_shot_runs(tmp
     assert np.abs(ours["text"] - expected.text_embeds.numpy()).max() <= 1e-5
     logits = float(ours["scale"]) * ours["image"] @ ours["text"].T
     assert np.abs(logits - expected.logits_per_image.numpy()).max() <= 1e-4
+
+    # Import -> ONNX: both towers in onnxruntime give transformers' embeddings.
+    feeds = {"image_encoder": {"x": images[:1]}, "text_encoder": {"x": ids[:1].numpy().astype(np.int32)}}
+    towers = onnx_outputs(project, "clip.ckpt", "export", feeds)
+    assert np.abs(towers["image_encoder"] - expected.image_embeds.numpy()[:1]).max() <= 1e-5
+    assert np.abs(towers["text_encoder"] - expected.text_embeds.numpy()[:1]).max() <= 1e-5
 
     # Zero-shot and retrieval from the imported weights, no training: a labelled folder of ten images.
     from PIL import Image

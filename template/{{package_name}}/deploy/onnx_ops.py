@@ -5,7 +5,8 @@ compiler reads the network's Python when ``ms.export`` traces it, so the exporte
 the same function from exportable primitives, while the trained network, its weights and every
 training or evaluation graph keep MindSpore's own kernels. What 2.10's exporter refuses
 (measured; "Can not find key ... in convert map"): GroupNorm, PadV3 (``ops.pad``), Erf (exact
-GELU), MaskedFill (causal attention), Rsqrt (RMSNorm), and ``ops.clamp`` with one bound None.
+GELU), MaskedFill (causal attention), Rsqrt (RMSNorm), CumSum (CLIP's end-of-text pooling),
+Sign, Reciprocal, and ``ops.clamp`` with one bound None.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from unittest import mock
 
-from mindspore import ops
+import numpy as np
+from mindspore import Tensor, ops
 
 # Abramowitz & Stegun 7.1.26: |erf error| <= 1.5e-7, below float32 rounding of GELU's output.
 _P = 0.3275911
@@ -55,6 +57,13 @@ def pad(x, padding, mode="constant", value=None):
     return ops.Pad(tuple(pairs))(x)
 
 
+def cumsum(x, axis, dtype=None):
+    """A running sum along ``axis`` as a product with an upper-triangular matrix of ones."""
+    n = x.shape[axis]
+    upper = Tensor(np.triu(np.ones((n, n), np.float32)), x.dtype)  # a constant: upper[i, j] = 1 where i <= j
+    return ops.swapaxes(ops.matmul(ops.swapaxes(x, axis, -1), upper), axis, -1)
+
+
 def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
     b, c = x.shape[0], x.shape[1]
     groups = x.reshape(b, num_groups, -1)
@@ -66,7 +75,7 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
 
 
 REWRITES = {"erf": erf, "rsqrt": rsqrt, "masked_fill": masked_fill, "clamp": clamp, "pad": pad,
-            "group_norm": group_norm}
+            "group_norm": group_norm, "cumsum": cumsum}
 
 
 @contextmanager
