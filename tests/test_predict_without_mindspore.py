@@ -41,8 +41,8 @@ def test_an_exported_classifier_predicts_in_a_venv_without_mindspore(tmp_path):
 
     photo = np.random.default_rng(0).integers(0, 256, (40, 30), dtype=np.uint8)
     Image.fromarray(photo).save(tmp_path / "x.png")
-    predict = [python, "-m", "deployme", "predict", "--onnx", "export/classifier.onnx", str(tmp_path / "x.png"),
-               "--top", "3"]
+    predict = [python, "-m", "deployme", "predict", "--onnx", "export/classifier.onnx",
+               str(tmp_path / "x.png"), "--top", "3"]
     done = subprocess.run(predict, cwd=project, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     top = json.loads(done.stdout)
