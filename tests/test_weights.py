@@ -114,7 +114,8 @@ def onnx_outputs(project, checkpoint: str, out: str, feeds: dict[str, dict[str, 
     for name, inputs in feeds.items():
         spec = json.loads((project / out / f"{name}.json").read_text(encoding="utf-8"))
         assert spec["onnx"]["max_abs_diff"] <= 1e-4  # export.py's own check against MindSpore
-        session = onnxruntime.InferenceSession(str(project / out / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+        graph = str(project / out / f"{name}.onnx")
+        session = onnxruntime.InferenceSession(graph, providers=["CPUExecutionProvider"])
         outputs[name] = session.run(None, inputs)[0]
     return outputs
 
