@@ -91,4 +91,3 @@ def refused_op(error: Exception) -> str | None:
     if "in convert map" in text:
         return text.split("Can not find key ", 1)[-1].split(" ", 1)[0]
     return None
-
