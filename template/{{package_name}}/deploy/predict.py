@@ -109,7 +109,7 @@ def continue_text(graph: Graph, value: str, tokens: int) -> str:
         context = ids[-block:]
         window = np.zeros((1, block), np.int32)
         window[0, :len(context)] = context  # padded on the right: causal attention never sees it
-        ids.append(int(graph(window)[0, len(context) - 1].argmax()))
+        ids.append(int(graph(window)[0, len(context) - 1, :tokenizer.vocab_size].argmax()))  # padding rows: never
     return tokenizer.decode(ids)
 
 

@@ -80,10 +80,25 @@ def read(path: str | Path, tasks: Iterable[str] | None = None) -> tuple[dict[str
     for partial in (p for p in partial_files(path) if p.exists()):
         print(f"note: {partial} is a write of {path.name} that was cut off (the process was killed); "
               f"{path} is the previous checkpoint, whole", file=sys.stderr, flush=True)
+    params, meta = _load(path, tasks)
+    del params[META_KEY]
+    return params, meta
+
+
+def read_meta(path: str | Path, tasks: Iterable[str] | None = None) -> dict[str, Any]:
+    """The meta of a checkpoint alone (its weights are not read): e.g. the config it was trained with."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist" + (" (a folder)" if path.is_dir() else ""))
+    return _load(path, tasks, lambda name: name == META_KEY)[1]
+
+
+def _load(path: Path, tasks: Iterable[str] | None, choice_func=None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The file's entries (those ``choice_func`` picks), its meta checked to be this project's, of ``tasks``."""
     try:
         with _quiet_mindspore_log():  # its own log line would repeat ours
-            params = ms.load_checkpoint(str(path), crc_check=True)
-        meta = json.loads(params.pop(META_KEY))
+            params = ms.load_checkpoint(str(path), crc_check=True, choice_func=choice_func)
+        meta = json.loads(params[META_KEY])
     except (ValueError, RuntimeError, KeyError, TypeError, json.JSONDecodeError):
         raise CheckpointError(f"{path} is corrupt or not a checkpoint written by this project "
                               "(its checksums or format do not match)") from None

@@ -56,7 +56,8 @@ def load_config(paths: str | Path | Sequence[str | Path], overrides: Sequence[st
     raw: dict[str, Any] = {}
     for _, layer in layers:
         merge(raw, layer)
-    cfg = build_config(raw, schemas, source=lambda loc: _source(loc, layers))
+    schema = schemas(raw.get("task"))
+    cfg = build_config(schema.complete(raw, command_line), schema, source=lambda loc: _source(loc, layers))
     cfg._origin = {"files": [str(path) for path in paths], "overrides": list(overrides)}
     return cfg
 

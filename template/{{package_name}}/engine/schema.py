@@ -131,6 +131,12 @@ class Config(Section):
     # Set by engine.config.load_config: {"files": [...], "overrides": [...]}, in the order applied.
     _origin: dict[str, list[str]] = PrivateAttr(default_factory=dict)
 
+    @classmethod
+    def complete(cls, raw: dict[str, Any], command_line: dict[str, Any]) -> dict[str, Any]:
+        """The merged YAML + ``--set`` values before validation, with what they imply filled in
+        (a task's override: e.g. the model of its ``model.pretrained`` checkpoint)."""
+        return raw
+
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 

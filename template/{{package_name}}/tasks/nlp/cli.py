@@ -2,29 +2,39 @@
 
     python generate.py --prompt "The "                      # the newest run's best.ckpt
     python generate.py --checkpoint runs/<run>/best.ckpt --prompt "The " --max-new-tokens 300
-    python generate.py --checkpoint runs/<run>/best.ckpt --temperature 0.8 --top-k 20 --seed 1
+    python generate.py --checkpoint runs/<run>/best.ckpt --temperature 0.8 --top-k 20 --top-p 0.9 --seed 1
+    python generate.py --checkpoint weights/qwen.ckpt --chat "What is a closure?"  # its chat template
     python generate.py --prompt "The " --no-cache           # no key/value cache: same text, slower
 
-The same checkpoint, prompt and --seed give the same text. The sampler is
-``generate.py`` beside this module.
+The same checkpoint, prompt and --seed give the same text; it ends at an end-of-text token or
+after --max-new-tokens. Unset sampling flags take an imported model's generation_config.json
+values, else the defaults below. The sampler is ``generate.py`` beside this module.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import NoReturn
 
 from ...run.cli import checkpoint_path, guarded, parser
-from .generate import check_settings, sample
+from .generate import check_settings, stream
+
+DEFAULTS = {"temperature": 0.8, "top_k": None, "top_p": None}
 
 
 def main() -> NoReturn:
     p = parser("Generate text with a trained language model.", checkpoint=True)
-    p.add_argument("--prompt", default="", help="text to continue (default: empty)")
+    text = p.add_mutually_exclusive_group()
+    text.add_argument("--prompt", default="", help="text to continue (default: empty)")
+    text.add_argument("--chat", metavar="MESSAGE", help="a user message, answered through the checkpoint's chat "
+                                                          "template (an imported model's)")
     p.add_argument("--max-new-tokens", type=int, default=300, help="tokens to generate (default: %(default)s)")
-    p.add_argument("--temperature", type=float, default=0.8,
-                   help="< 1 sharper, > 1 more random, 0 greedy (default: %(default)s)")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="< 1 sharper, > 1 more random, 0 greedy (default: the checkpoint's, else 0.8)")
     p.add_argument("--top-k", type=int, default=None, help="sample only among the k most likely tokens")
+    p.add_argument("--top-p", type=float, default=None,
+                   help="sample only among the fewest most likely tokens whose probabilities reach p")
     p.add_argument("--seed", type=int, default=0, help="same seed, same text (default: %(default)s)")
     p.add_argument("--no-cache", dest="cache", action="store_false",
                    help="encode the whole context for every token instead of reusing cached keys/values "
@@ -34,13 +44,24 @@ def main() -> NoReturn:
 
 
 def _generate(args: argparse.Namespace) -> None:
-    check_settings(args.max_new_tokens, args.temperature, args.top_k)  # before the (slow) model load
+    check_settings(args.max_new_tokens, args.temperature or 0.0, args.top_k, args.top_p)  # before the slow load
     checkpoint = checkpoint_path(args)
     from ...deploy.inference import load_trained  # imports MindSpore: after the settings check
+    from .chat import render
     from .lora import merge
 
     trained = load_trained(checkpoint, args.overrides)
     merge(trained.network)  # LoRA adapters folded into their weights: plain matmuls (none: no-op)
-    text = sample(trained.network, trained.meta, trained.cfg.model.block_size, args.prompt,
-                  args.max_new_tokens, args.temperature, args.top_k, args.seed, args.cache)
-    print(args.prompt + text)
+    saved = trained.meta.get("generation", {})
+    settings = {key: getattr(args, key) if getattr(args, key) is not None else saved.get(key, default)
+                for key, default in DEFAULTS.items()}
+    prompt = args.prompt
+    if args.chat is not None:
+        prompt = render(trained.meta, [{"role": "user", "content": args.chat}], add_generation_prompt=True)
+    else:
+        print(prompt, end="", flush=True)
+    for piece in stream(trained.network, trained.meta, trained.cfg.model.block_size, prompt, args.max_new_tokens,
+                        settings["temperature"], settings["top_k"], args.seed, args.cache, settings["top_p"]):
+        print(piece, end="", flush=True)
+    print()
+    sys.stdout.flush()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from ...engine.errors import ConfigError
 from ...engine.schema import Config, DataSection, Section
 
 MIN_BPE_VOCAB = 256 + 1  # a byte-level BPE has a symbol for each of the 256 bytes, plus <|endoftext|>
@@ -51,6 +52,22 @@ class LoraConfig(Section):
         return self
 
 
+class RopeScaling(Section):
+    """llama: RoPE frequencies for a context past the pre-training one, as transformers' rope_scaling."""
+
+    type: Literal["llama3", "linear"]  # llama3: Llama-3.1/3.2's; linear: positions / factor
+    factor: float = Field(gt=0)
+    low_freq_factor: float = Field(1.0, gt=0)  # llama3 only, as are the two below
+    high_freq_factor: float = Field(4.0, gt=0)
+    original_max_position_embeddings: int = Field(8192, gt=0)
+
+    @model_validator(mode="after")
+    def _bands(self):
+        if self.type == "llama3" and self.high_freq_factor <= self.low_freq_factor:
+            raise ValueError("model.rope_scaling: high_freq_factor must exceed low_freq_factor")
+        return self
+
+
 class ModelConfig(Section):
     # gpt: the layers below as configured; gpt2: GPT-2's own (biases, tied head), so Hugging Face
     # GPT-2 weights import with convert_weights.py; llama: Llama/Qwen2's layout (RoPE, RMSNorm,
@@ -68,25 +85,36 @@ class ModelConfig(Section):
     n_kv_head: int | None = Field(None, gt=0)  # llama: key/value heads (grouped-query attention); null: n_head
     rope_theta: float = Field(10000.0, gt=0)  # llama: RoPE base
     norm_eps: float = Field(1e-6, gt=0)  # llama: RMSNorm epsilon
+    rope_scaling: RopeScaling | None = None  # llama: null = plain RoPE
+    head_dim: int | None = Field(None, gt=0)  # llama: width of one head; null: d_model / n_head (Qwen3: set)
+    qk_norm: bool = False  # llama: RMSNorm on each query and key head before RoPE (Qwen3)
+    # Rows of the token embedding and head; null: the tokenizer's vocabulary. More is padding
+    # (Qwen2.5: 151,936 rows for 151,665 tokens): trained like any row, never sampled.
+    embedding_rows: int | None = Field(None, gt=0)
     lora: LoraConfig = LoraConfig()  # llama: low-rank adapters; rank 0 = off
     # A checkpoint of this project (trained here, or made by convert_weights.py) to start from:
-    # all its weights, and its tokenizer (the sizes above must be its own)
+    # all its weights and its tokenizer. It defines the model: every key above but dropout (and
+    # block_size for llama) is taken from it; lora too when it holds adapters. So
+    # `--set model.pretrained=weights/x.ckpt --set model.lora.rank=8` is a whole fine-tuning setup.
     pretrained: str | None = None
 
     @model_validator(mode="after")
     def _heads_divide_width(self):
-        if self.d_model % self.n_head:
+        if self.d_model % self.n_head and not (self.arch == "llama" and self.head_dim):
             raise ValueError(f"model.d_model={self.d_model} must be divisible by model.n_head={self.n_head}")
         if self.arch == "gpt2" and not (self.bias and self.tie_embeddings):
             raise ValueError("model.arch=gpt2 has biases and a tied head: set model.bias=true and "
                              "model.tie_embeddings=true (or model.arch=gpt)")
         if self.n_kv_head and self.n_head % self.n_kv_head:
             raise ValueError(f"model.n_head={self.n_head} must be divisible by model.n_kv_head={self.n_kv_head}")
-        if self.arch != "llama" and (self.lora.rank or self.n_kv_head or self.d_ff):
-            key = "lora.rank" if self.lora.rank else "n_kv_head" if self.n_kv_head else "d_ff"
+        llama_only = {"lora.rank": self.lora.rank, "n_kv_head": self.n_kv_head, "d_ff": self.d_ff,
+                      "head_dim": self.head_dim, "qk_norm": self.qk_norm, "rope_scaling": self.rope_scaling}
+        key = next((key for key, value in llama_only.items() if value), None)
+        if self.arch != "llama" and key:
             raise ValueError(f"model.{key} is for model.arch=llama (this is {self.arch!r})")
-        if self.arch == "llama" and (self.d_model // self.n_head) % 2:
-            raise ValueError(f"model.arch=llama: the head width d_model / n_head = {self.d_model // self.n_head} "
+        head = self.head_dim or self.d_model // self.n_head
+        if self.arch == "llama" and head % 2:
+            raise ValueError(f"model.arch=llama: the head width {head} (model.head_dim, or d_model / n_head) "
                              "must be even (RoPE rotates pairs)")
         if self.lora.rank and self.tie_embeddings and "lm_head" in self.lora.targets:
             raise ValueError("model.lora.targets: 'lm_head' matches no layer: the head is tied to the embedding "
@@ -94,6 +122,44 @@ class ModelConfig(Section):
         return self
 
 
+# What fine-tuning chooses; every other model key is the model.pretrained checkpoint's (and its
+# LoRA adapters' rank, alpha and targets when it has some).
+TRAINING_KEYS = ("pretrained", "dropout", "lora")
+
+
+def defined_by(saved: dict[str, Any]) -> dict[str, Any]:
+    """The model keys a checkpoint's saved ``model`` section fixes: ``lora.*`` dotted (its adapters')."""
+    free = {*TRAINING_KEYS, *(("block_size",) if saved.get("arch") == "llama" else ())}  # RoPE: any context
+    keys = {key: value for key, value in saved.items() if key not in free and key in ModelConfig.model_fields}
+    lora = saved.get("lora") or {}
+    if lora.get("rank"):
+        keys.update({f"lora.{key}": lora[key] for key in ("rank", "alpha", "targets")})
+    return keys
+
+
 class TaskConfig(Config):
     data: DataConfig = DataConfig()
     model: ModelConfig = ModelConfig()
+
+    @classmethod
+    def complete(cls, raw: dict[str, Any], command_line: dict[str, Any]) -> dict[str, Any]:
+        """``model.pretrained``: the checkpoint defines the model. Its arch, sizes, RoPE and norm
+        settings (and its adapters' LoRA settings) replace the YAML files'; a ``--set`` that
+        contradicts one is an error naming both values."""
+        model = raw.get("model") if isinstance(raw.get("model"), dict) else {}
+        if not isinstance(model.get("pretrained"), str):
+            return raw
+        from ...engine.checkpoint import read_meta  # imports MindSpore: only with a checkpoint to read
+
+        path = model["pretrained"]
+        saved = read_meta(path, tasks=("nlp",))["config"]["model"]
+        given = command_line.get("model") if isinstance(command_line.get("model"), dict) else {}
+        model = {**model, "lora": dict(model.get("lora") or {})}
+        for key, value in defined_by(saved).items():
+            section, leaf = (model["lora"], key[5:]) if key.startswith("lora.") else (model, key)
+            asked = (given.get("lora") or {}) if key.startswith("lora.") else given
+            if leaf in asked and asked[leaf] != value:
+                raise ConfigError(f"--set model.{key}={asked[leaf]!r}: model.pretrained={path} was trained with "
+                                  f"model.{key}={value!r} (drop the --set: the checkpoint defines the model)")
+            section[leaf] = value
+        return {**raw, "model": model}

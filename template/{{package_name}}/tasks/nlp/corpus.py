@@ -40,25 +40,31 @@ class Corpus:
                     h.update(block)
         return h.hexdigest()
 
-    def chunks(self, max_bytes: int | None = None, separator: str = "\n") -> Iterator[str]:
-        """The text in pieces (files joined by ``separator``, ``\\r\\n`` as ``\\n``), each ending at
-        a line break where one exists. ``max_bytes``: stop after about that many bytes."""
+    def pieces(self) -> Iterator[tuple[int, str]]:
+        """(document index, text) pieces (a document is a file; ``\r\n`` read as ``\n``), each
+        ending at a line break where one exists."""
         if self.path is None:
             text = pydoc_text()
-            yield from (text[i:i + CHUNK_BYTES] for i in range(0, len(text), CHUNK_BYTES))
+            yield from ((0, text[i:i + CHUNK_BYTES]) for i in range(0, len(text), CHUNK_BYTES))
             return
-        read, blank = 0, True
+        blank = True
         for i, file in enumerate(self.files):
-            if i:
-                yield separator
             for chunk in read_chunks(file):
                 blank = blank and not chunk.strip()
-                yield chunk
-                read += len(chunk)
-                if max_bytes is not None and read >= max_bytes:
-                    return
+                yield i, chunk
         if blank:
             raise DataError(f"{self.source}: the text is empty")
+
+    def chunks(self, max_bytes: int | None = None) -> Iterator[str]:
+        """The text in pieces, files joined by a newline. ``max_bytes``: stop after about that many bytes."""
+        read, last = 0, 0
+        for i, chunk in self.pieces():
+            if i != last:
+                yield "\n"
+            yield chunk
+            read, last = read + len(chunk), i
+            if max_bytes is not None and read >= max_bytes:
+                return
 
 
 def list_files(path: str) -> list[Path]:

@@ -22,6 +22,7 @@ from .tokenfile import TokenFile, cache_key, cached_text, token_file
 from .tokenizer import Tokenizer
 
 BPE_TRAIN_BYTES = 100 << 20  # a BPE learns its merges from at most the first 100 MB of the corpus
+INHERITED = ("chat_template", "special_tokens", "generation")  # task meta a fine-tuned model keeps
 
 __all__ = ["Tokenizer", "Windows", "blocks", "load_data", "load_eval_data"]  # Tokenizer: for generate.py
 
@@ -59,7 +60,11 @@ def load_data(cfg) -> Data:
     """Fit (or load) the tokenizer, tokenise the corpus once, split it: ``Data.train`` windows
     of the first tokens, ``Data.eval`` windows of the last ``data.eval_fraction``."""
     corpus, cache = Corpus(cfg.data.path), cache_dir(cfg)
-    return split(cfg, corpus, fit_tokenizer(cfg, corpus, cache), cache)
+    data = split(cfg, corpus, fit_tokenizer(cfg, corpus, cache), cache)
+    if cfg.model.pretrained:  # an imported model's chat template, special tokens, generation defaults
+        saved = pretrained_meta(cfg)
+        data.meta.update({key: saved[key] for key in INHERITED if key in saved})
+    return data
 
 
 def load_eval_data(cfg, meta: dict) -> Data:
@@ -95,12 +100,17 @@ def fit_tokenizer(cfg, corpus: Corpus, cache: Path) -> Tokenizer:
     return Tokenizer.from_meta({"tokenizer": json.loads(cached_text(path, fit))})
 
 
+def pretrained_meta(cfg) -> dict:
+    """The task meta of ``model.pretrained``."""
+    from ...engine.checkpoint import read_meta  # imports MindSpore (load_data runs after the runtime setup)
+
+    return read_meta(cfg.model.pretrained)["task_meta"]
+
+
 def pretrained_tokenizer(cfg) -> Tokenizer:
     """The tokenizer ``model.pretrained`` was trained with: the data must use it as it is."""
-    from ...engine import checkpoint  # imports MindSpore (load_data runs after the runtime setup)
-
     where = f"model.pretrained={cfg.model.pretrained}"
-    saved = Tokenizer.from_meta(checkpoint.read(cfg.model.pretrained)[1]["task_meta"])
+    saved = Tokenizer.from_meta(pretrained_meta(cfg))
     if cfg.data.tokenizer != saved.kind:
         raise DataError(f"data.tokenizer={cfg.data.tokenizer}: {where} uses a {saved.kind} tokenizer; "
                         f"set data.tokenizer={saved.kind}")

@@ -25,25 +25,45 @@ from ...engine.errors import UserError
 
 
 def sample(network, meta: dict, block_size: int, prompt: str = "", max_new_tokens: int = 200,
-           temperature: float = 1.0, top_k: int | None = None, seed: int = 0, cache: bool = True) -> str:
-    """Return ``max_new_tokens`` new tokens, decoded (the prompt is not repeated)."""
+           temperature: float = 1.0, top_k: int | None = None, seed: int = 0, cache: bool = True,
+           top_p: float | None = None) -> str:
+    """Return up to ``max_new_tokens`` new tokens, decoded (the prompt is not repeated)."""
+    return "".join(stream(network, meta, block_size, prompt, max_new_tokens, temperature, top_k, seed, cache, top_p))
+
+
+def stream(network, meta: dict, block_size: int, prompt: str = "", max_new_tokens: int = 200,
+           temperature: float = 1.0, top_k: int | None = None, seed: int = 0, cache: bool = True,
+           top_p: float | None = None):
+    """The new text piece by piece, as tokens are drawn; it stops at an end-of-text token (the
+    checkpoint's ``generation.eos_token_ids``, or its tokenizer's), which is not shown. A piece
+    never ends inside a character: bytes of one split across tokens wait for the rest."""
     from .data import Tokenizer
 
-    check_settings(max_new_tokens, temperature, top_k)
+    check_settings(max_new_tokens, temperature, top_k, top_p)
     tokenizer = Tokenizer.from_meta(meta)
+    vocab = tokenizer.vocab_size  # embedding rows past it (padding) are never drawn
+    eos = set(meta.get("generation", {}).get("eos_token_ids") or [tokenizer.eos_id]) - {None}
     ids = tokenizer.encode(prompt, "--prompt").tolist()
     rng = np.random.default_rng(seed)
     next_logits = (CachedDecoder if cache else WindowDecoder)(network, block_size)
     new: list[int] = []
+    shown = ""
     for _ in range(max_new_tokens):
         if ids:
-            logits = next_logits(ids).astype(np.float64)  # (vocab,)
+            logits = next_logits(ids)[:vocab].astype(np.float64)
         else:  # nothing to condition on: the training text's token frequencies
             logits = np.log(np.asarray(meta["unigram_counts"], dtype=np.float64) + 1.0)
-        token = pick(logits, temperature, top_k, rng)
+        token = pick(logits, temperature, top_k, rng, top_p)
+        if token in eos:
+            break
         ids.append(token)
         new.append(token)
-    return tokenizer.decode(new)
+        text = tokenizer.decode(new)
+        if not text.endswith("\ufffd"):  # a character still incomplete: wait for its next bytes
+            yield text[len(shown):]
+            shown = text
+    if tokenizer.decode(new) != shown:
+        yield tokenizer.decode(new)[len(shown):]
 
 
 def window_start(n: int, block_size: int) -> int:
@@ -102,22 +122,31 @@ class WindowDecoder:
         return self.forward(self.ms.Tensor(window)).asnumpy()[0, len(context) - 1]
 
 
-def check_settings(max_new_tokens: int, temperature: float, top_k: int | None) -> None:
+def check_settings(max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None = None) -> None:
     if max_new_tokens < 0:
         raise UserError(f"--max-new-tokens={max_new_tokens}: must be >= 0")
     if not temperature >= 0:
         raise UserError(f"--temperature={temperature}: must be >= 0 (0 = always the most likely token)")
     if top_k is not None and top_k < 1:
         raise UserError(f"--top-k={top_k}: must be >= 1")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise UserError(f"--top-p={top_p}: must be in (0, 1]")
 
 
-def pick(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator) -> int:
-    """One token id from ``logits``: greedy at temperature 0, else sampled among the ``top_k`` best."""
+def pick(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator,
+         top_p: float | None = None) -> int:
+    """One token id from ``logits``: greedy at temperature 0, else sampled among the ``top_k``
+    best (exactly k: ties broken by the lower id), then the fewest best whose probabilities
+    reach ``top_p`` (nucleus sampling, as transformers filters: top-k first)."""
     if temperature == 0:
         return int(logits.argmax())
     logits = logits / temperature
-    if top_k is not None and top_k < len(logits):
-        kth = np.partition(logits, -top_k)[-top_k]
-        logits = np.where(logits < kth, -np.inf, logits)
-    probs = np.exp(logits - logits.max())
-    return int(rng.choice(len(probs), p=probs / probs.sum()))
+    order = np.argsort(-logits, kind="stable")  # best first; equal logits: lower id first
+    if top_k is not None:
+        order = order[:top_k]
+    probs = np.exp(logits[order] - logits[order[0]])
+    probs /= probs.sum()
+    if top_p is not None:  # keep the token that crosses top_p, drop the rest
+        order = order[:int(np.searchsorted(np.cumsum(probs), top_p)) + 1]
+        probs = probs[:len(order)] / probs[:len(order)].sum()
+    return int(order[rng.choice(len(order), p=probs)])

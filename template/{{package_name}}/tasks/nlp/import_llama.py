@@ -1,16 +1,20 @@
-"""Import a Hugging Face ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` folder (what
-``save_pretrained`` writes: ``config.json``, ``model.safetensors`` or shards with
-``model.safetensors.index.json``, ``tokenizer.json``) as a ``model.arch: llama`` checkpoint.
+"""Import a Hugging Face ``LlamaForCausalLM`` / ``MistralForCausalLM`` / ``Qwen2ForCausalLM`` /
+``Qwen3ForCausalLM`` folder (what ``save_pretrained`` writes: ``config.json``, ``model.safetensors``
+or shards with ``model.safetensors.index.json``, ``tokenizer.json``) as a ``model.arch: llama``
+checkpoint.
 
     python convert_weights.py Qwen2.5-0.5B/ --out weights/qwen.ckpt --verify
     python generate.py --checkpoint weights/qwen.ckpt --prompt "def fib(n):"
 
-The sizes come from ``config.json``; the network is built first and filled shard by shard,
-tensor by tensor (``shards.py``): our parameter names are Hugging Face's, so the mapping is
-the identity. The tokenizer (``tokenizer.json``, its vocabulary as large as the embedding)
-travels in the checkpoint, with the chat template and the special tokens of
-``tokenizer_config.json`` (``meta['chat_template']``, ``meta['special_tokens']``).
-Anything else (another architecture, RoPE scaling, a sliding window, a missing shard, a
+The sizes come from ``config.json`` (RoPE scaling ``llama3`` / ``linear``, an explicit
+``head_dim``, Qwen3's q/k norms included); the network is built first and filled shard by
+shard, tensor by tensor (``shards.py``): our parameter names are Hugging Face's, so the mapping
+is the identity. The tokenizer (``tokenizer.json``; the embedding may have more rows than it
+has tokens, as Qwen2.5's: ``model.embedding_rows``) travels in the checkpoint, with the chat
+template and the special tokens of ``tokenizer_config.json`` (``meta['chat_template']``,
+``meta['special_tokens']``) and the sampling defaults and end-of-text ids of
+``generation_config.json`` (``meta['generation']``). Anything else (another architecture,
+``dynamic`` / ``yarn`` RoPE, a sliding window shorter than the context, a missing shard, a
 tensor missing, unexpected or of the wrong shape) is one line, and nothing is written.
 """
 
@@ -24,7 +28,8 @@ import numpy as np
 from ...engine.errors import CheckpointError, UserError
 from . import shards
 
-ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
+ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+ROPE_TYPES = ("default", "linear", "llama3")  # what llama.py computes (transformers' rope_type)
 MAX_BLOCK = 2048  # default context when config.json allows more (the mask is block_size^2)
 
 
@@ -56,49 +61,96 @@ def read_config(folder: Path) -> dict:
     return config
 
 
-def overrides(config: dict, block_size: int | None) -> list[str]:
-    """Config overrides for the model in config.json; refuses what ``llama.py`` does not compute."""
+def rope_scaling(rope: dict) -> str:
+    """config.json's rope_scaling (or transformers 5's rope_parameters) as a model.rope_scaling value."""
+    kind = rope.get("rope_type") or rope.get("type") or "default"  # "type": the spelling before transformers 4.45
+    if kind not in ROPE_TYPES:
+        raise CheckpointError(f"config.json: rope_type {kind!r} is not computed by model.arch=llama "
+                              f"(it computes {', '.join(ROPE_TYPES)}; not dynamic or yarn)")
+    if kind == "default":
+        return "null"
+    keys = ("factor",) + (("low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+                          if kind == "llama3" else ())
+    return json.dumps({"type": kind, **{key: rope[key] for key in keys}})
+
+
+def overrides(config: dict, block_size: int | None, rows: int) -> list[str]:
+    """Config overrides for the model in config.json (``rows``: its embedding's, when the
+    tokenizer has fewer tokens); refuses what ``llama.py`` does not compute."""
     rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
-    heads, width = config["num_attention_heads"], config["hidden_size"]
+    arch, heads, width = config["architectures"][0], config["num_attention_heads"], config["hidden_size"]
+    block = block_size or min(config.get("max_position_embeddings", MAX_BLOCK), MAX_BLOCK)
+    # Mistral's window always applies; Qwen's only with use_sliding_window. One at least as long
+    # as the context attends to every position: plain causal attention.
+    window = config.get("sliding_window") if arch == "MistralForCausalLM" or config.get("use_sliding_window") else None
     unsupported = [
-        (rope.get("rope_type", rope.get("type", "default")) != "default", f"rope_type {rope.get('rope_type')!r}"),
-        (config.get("head_dim", width // heads) != width // heads, "head_dim != hidden_size / num_attention_heads"),
         (config.get("attention_bias") or config.get("mlp_bias"), "attention_bias/mlp_bias (an o_proj or MLP bias)"),
-        (config.get("use_sliding_window"), "use_sliding_window"),
+        (window is not None and window < block, f"a sliding window of {window} tokens, shorter than the context "
+                                                f"({block}: pass --block-size {window})"),
         (config.get("hidden_act", "silu") != "silu", f"hidden_act {config.get('hidden_act')!r}"),
     ]
     reason = next((why for bad, why in unsupported if bad), None)
     if reason:
         raise CheckpointError(f"config.json: {reason} is not supported by model.arch=llama")
     theta = rope.get("rope_theta", config.get("rope_theta", 10000.0))
-    block = block_size or min(config.get("max_position_embeddings", MAX_BLOCK), MAX_BLOCK)
-    qwen = config["architectures"][0] == "Qwen2ForCausalLM"  # Qwen2: biases on q/k/v
+    head_dim = config.get("head_dim") or width // heads
     return ["model.arch=llama", "model.dropout=0.0", "model.lora.rank=0", f"model.block_size={block}",
             f"model.n_layer={config['num_hidden_layers']}", f"model.d_model={width}", f"model.n_head={heads}",
             f"model.n_kv_head={config.get('num_key_value_heads') or heads}",
             f"model.d_ff={config['intermediate_size']}", f"model.rope_theta={float(theta)}",
-            f"model.norm_eps={float(config.get('rms_norm_eps', 1e-6))}", f"model.bias={str(qwen).lower()}",
+            f"model.rope_scaling={rope_scaling(rope)}",
+            f"model.head_dim={head_dim if head_dim != width // heads else 'null'}",
+            f"model.qk_norm={str(arch == 'Qwen3ForCausalLM').lower()}",
+            f"model.embedding_rows={rows}",
+            f"model.norm_eps={float(config.get('rms_norm_eps', 1e-6))}",
+            f"model.bias={str(arch == 'Qwen2ForCausalLM').lower()}",  # Qwen2: biases on q/k/v
             f"model.tie_embeddings={str(bool(config.get('tie_word_embeddings', False))).lower()}"]
 
 
-def tokenizer_meta(folder: Path, vocab: int, path: str | None) -> dict:
-    """The checkpoint's tokenizer meta: tokenizer.json (exactly ``vocab`` tokens), chat template, special tokens."""
+def tokenizer_meta(folder: Path, rows: int, path: str | None) -> dict:
+    """The checkpoint's tokenizer meta: tokenizer.json (at most ``rows`` tokens: the embedding's),
+    chat template, special tokens, generation defaults."""
     from .tokenizer import Tokenizer
 
     path = path or str(folder / "tokenizer.json")
     if not Path(path).is_file():
         raise CheckpointError(f"no tokenizer.json in {folder}: give the model's with --tokenizer")
+    settings = read_json(folder / "tokenizer_config.json")
+    special = {k: token_text(settings.get(k)) for k in ("bos_token", "eos_token", "pad_token")}
+    special = {k: v for k, v in special.items() if v}
     tokenizer = Tokenizer.from_file(path, key="--tokenizer")
-    if tokenizer.vocab_size != vocab:
+    tokenizer.eos = special.get("eos_token")
+    if tokenizer.vocab_size > rows:
         raise CheckpointError(f"--tokenizer {path}: a vocabulary of {tokenizer.vocab_size} tokens, but the "
-                              f"model's embedding (model.embed_tokens.weight) has {vocab} rows")
-    settings = folder / "tokenizer_config.json"
-    settings = json.loads(settings.read_text(encoding="utf-8")) if settings.is_file() else {}
+                              f"model's embedding (model.embed_tokens.weight) has only {rows} rows")
     template = folder / "chat_template.jinja"  # transformers 5 writes it beside tokenizer_config.json
     chat = template.read_text(encoding="utf-8") if template.is_file() else settings.get("chat_template")
-    special = {k: settings[k] for k in ("bos_token", "eos_token", "pad_token") if isinstance(settings.get(k), str)}
     return {"tokenizer": tokenizer.to_meta(), "chat_template": chat, "special_tokens": special,
-            "unigram_counts": [0] * vocab}  # unknown: generate.py starts uniform
+            "generation": generation_defaults(folder, tokenizer),
+            "unigram_counts": [0] * tokenizer.vocab_size}  # unknown: generate.py starts uniform
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except ValueError as exc:
+        raise CheckpointError(f"{path.name} is not valid JSON ({exc})") from None
+
+
+def token_text(value) -> str | None:
+    """A special token as tokenizer_config.json writes it: a string, or {"content": ...} (AddedToken)."""
+    return value.get("content") if isinstance(value, dict) else value if isinstance(value, str) else None
+
+
+def generation_defaults(folder: Path, tokenizer) -> dict:
+    """generation_config.json's end-of-text ids (Llama-3 has several) and sampling defaults."""
+    config = read_json(folder / "generation_config.json")
+    eos = config.get("eos_token_id")
+    eos = [eos] if isinstance(eos, int) else list(eos or [])
+    if tokenizer.eos_id is not None and tokenizer.eos_id not in eos:
+        eos.append(tokenizer.eos_id)
+    sampling = {k: config[k] for k in ("temperature", "top_p", "top_k") if isinstance(config.get(k), (int, float))}
+    return {"eos_token_ids": eos, **(sampling if config.get("do_sample") else {})}  # greedy files: our defaults
 
 
 def fill(network, folder: Path, tied: bool) -> None:
@@ -137,7 +189,7 @@ def convert(src: str, out: str, *, config: str, verify_logits: bool, tokenizer: 
     try:
         hf = read_config(folder)
         meta = tokenizer_meta(folder, hf["vocab_size"], tokenizer)
-        cfg = load_config(config, [*overrides(hf, block_size), "data.tokenizer=bpe"])
+        cfg = load_config(config, [*overrides(hf, block_size, hf["vocab_size"]), "data.tokenizer=bpe"])
         runtime.setup(cfg)
         network = build_model(cfg, meta, Comm()).network
         fill(network, folder, cfg.model.tie_embeddings)

@@ -1,4 +1,4 @@
-"""A Llama-family decoder (Llama 2/3, TinyLlama, Qwen2/Qwen2.5) in Hugging Face's layout.
+"""A Llama-family decoder (Llama 2/3.x, TinyLlama, SmolLM2, Mistral, Qwen2/2.5/3) in Hugging Face's layout.
 
 Token embedding, pre-RMSNorm blocks of grouped-query attention with rotary position
 embeddings (RoPE) and a SwiGLU MLP, a final RMSNorm and a head over the vocabulary (its own
@@ -10,6 +10,10 @@ importing their weights (``convert_weights.py``) is a name-for-name copy.
   query heads. The queries are kept as (B, KV, G, T, D) and the keys as (B, KV, 1, D, T): the
   score matmul broadcasts over the group axis, so keys and values are never repeated.
 - ``bias``: biases on q/k/v only, as Qwen2 has them (o_proj and the MLP never have one).
+- ``head_dim`` may differ from d_model / n_head, and ``qk_norm`` RMS-normalises each query and
+  key head before RoPE (Qwen3's ``q_norm`` / ``k_norm``).
+- ``rope_scaling``: Llama-3.x's ``llama3`` frequencies, or ``linear`` (positions / factor).
+- ``vocab_size`` is the embedding's rows, which may exceed the tokenizer's tokens (Qwen2.5 pads them).
 - Mixed precision: RMSNorm and the attention softmax compute in float32 (``FLOAT32_CELLS``
   stay float32 under O2 as well); the network's output is float32.
 - LoRA (``model.lora``): the projections named in its ``targets`` are ``lora.LoRADense``.
@@ -55,10 +59,28 @@ class Softmax32(nn.Cell):
 FLOAT32_CELLS = (RMSNorm, Softmax32)  # kept float32 under amp O2 (engine/step.py's black list)
 
 
-def rope_tables(block_size: int, d_head: int, theta: float) -> tuple[Tensor, Tensor]:
-    """cos and sin (block_size, d_head) of Hugging Face's default RoPE: frequency i of the
-    first half repeated in the second half (the ``rotate_half`` convention)."""
-    inv_freq = 1.0 / theta ** (np.arange(0, d_head, 2, dtype=np.float64) / d_head)  # (D/2,)
+def inverse_frequencies(d_head: int, theta: float, scaling=None) -> np.ndarray:
+    """RoPE's (D/2,) rotation speeds as transformers computes them (``rope_type`` default, linear, llama3)."""
+    inv_freq = 1.0 / theta ** (np.arange(0, d_head, 2, dtype=np.float64) / d_head)
+    if scaling is None:
+        return inv_freq
+    if scaling.type == "linear":
+        return inv_freq / scaling.factor
+    # llama3: wavelengths longer than the original context / low_freq_factor slow down by
+    # factor, shorter than it / high_freq_factor stay, those between are interpolated.
+    context, low, high = scaling.original_max_position_embeddings, scaling.low_freq_factor, scaling.high_freq_factor
+    wavelength = 2 * math.pi / inv_freq
+    scaled = np.where(wavelength > context / low, inv_freq / scaling.factor, inv_freq)
+    smooth = (context / wavelength - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / scaling.factor + smooth * scaled
+    medium = (wavelength >= context / high) & (wavelength <= context / low)
+    return np.where(medium, smoothed, scaled)
+
+
+def rope_tables(block_size: int, d_head: int, theta: float, scaling=None) -> tuple[Tensor, Tensor]:
+    """cos and sin (block_size, d_head) of Hugging Face's RoPE: frequency i of the first half
+    repeated in the second half (the ``rotate_half`` convention)."""
+    inv_freq = inverse_frequencies(d_head, theta, scaling)  # (D/2,)
     angles = np.outer(np.arange(block_size, dtype=np.float64), inv_freq)  # (T, D/2)
     angles = np.concatenate([angles, angles], axis=-1)  # (T, D)
     return Tensor(np.cos(angles).astype(np.float32)), Tensor(np.sin(angles).astype(np.float32))
@@ -77,15 +99,18 @@ def linear(d_in: int, d_out: int, bias: bool, name: str, lora) -> nn.Dense:
 
 
 class LlamaAttention(nn.Cell):
-    def __init__(self, d_model: int, n_head: int, n_kv_head: int, block_size: int, bias: bool, lora=None):
+    def __init__(self, d_model: int, n_head: int, n_kv_head: int, d_head: int, block_size: int, bias: bool,
+                 eps: float, qk_norm: bool, lora=None):
         super().__init__()
-        self.n_kv, self.groups, self.d_head = n_kv_head, n_head // n_kv_head, d_model // n_head
+        self.n_kv, self.groups, self.d_head = n_kv_head, n_head // n_kv_head, d_head
         self.scale = 1.0 / math.sqrt(self.d_head)
-        kv_width = n_kv_head * self.d_head
-        self.q_proj = linear(d_model, d_model, bias, "q_proj", lora)
-        self.k_proj = linear(d_model, kv_width, bias, "k_proj", lora)
-        self.v_proj = linear(d_model, kv_width, bias, "v_proj", lora)
-        self.o_proj = linear(d_model, d_model, False, "o_proj", lora)
+        self.q_proj = linear(d_model, n_head * d_head, bias, "q_proj", lora)
+        self.k_proj = linear(d_model, n_kv_head * d_head, bias, "k_proj", lora)
+        self.v_proj = linear(d_model, n_kv_head * d_head, bias, "v_proj", lora)
+        self.o_proj = linear(n_head * d_head, d_model, False, "o_proj", lora)
+        # Qwen3: each head's query and key RMS-normalised (one weight per head width) before RoPE
+        norms = (RMSNorm(d_head, eps), RMSNorm(d_head, eps)) if qk_norm else (nn.Identity(), nn.Identity())
+        self.q_norm, self.k_norm = norms
         self.softmax = Softmax32()
         self.future = Tensor(np.triu(np.ones((block_size, block_size), dtype=bool), k=1))  # True: may not look
 
@@ -94,6 +119,7 @@ class LlamaAttention(nn.Cell):
         b, t, _ = x.shape
         q = self.q_proj(x).reshape(b, t, self.n_kv, self.groups, self.d_head).transpose(0, 2, 3, 1, 4)
         k = self.k_proj(x).reshape(b, t, self.n_kv, 1, self.d_head).transpose(0, 2, 3, 1, 4)
+        q, k = self.q_norm(q), self.k_norm(k)
         v = self.v_proj(x).reshape(b, t, self.n_kv, 1, self.d_head).transpose(0, 2, 3, 1, 4)
         return rotate(q, cos, sin), rotate(k, cos, sin).swapaxes(-1, -2), v
 
@@ -137,10 +163,10 @@ class LlamaMLP(nn.Cell):
 class LlamaDecoderLayer(nn.Cell):
     """x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, d_model, n_head, n_kv_head, d_ff, block_size, bias, eps, lora=None):
+    def __init__(self, d_model, n_head, n_kv_head, d_head, d_ff, block_size, bias, eps, qk_norm, lora=None):
         super().__init__()
         self.input_layernorm = RMSNorm(d_model, eps)
-        self.self_attn = LlamaAttention(d_model, n_head, n_kv_head, block_size, bias, lora)
+        self.self_attn = LlamaAttention(d_model, n_head, n_kv_head, d_head, block_size, bias, eps, qk_norm, lora)
         self.post_attention_layernorm = RMSNorm(d_model, eps)
         self.mlp = LlamaMLP(d_model, d_ff, lora)
 
@@ -170,11 +196,12 @@ class Embedding(nn.Cell):
 
 
 class LlamaModel(nn.Cell):
-    def __init__(self, vocab_size, d_model, n_layer, n_head, n_kv_head, d_ff, block_size, bias, eps, lora=None):
+    def __init__(self, vocab_size, d_model, n_layer, n_head, n_kv_head, d_head, d_ff, block_size, bias, eps,
+                 qk_norm, lora=None):
         super().__init__()
         self.embed_tokens = Embedding(vocab_size, d_model)
-        self.layers = nn.CellList([LlamaDecoderLayer(d_model, n_head, n_kv_head, d_ff, block_size, bias, eps, lora)
-                                   for _ in range(n_layer)])
+        self.layers = nn.CellList([LlamaDecoderLayer(d_model, n_head, n_kv_head, d_head, d_ff, block_size, bias, eps,
+                                                     qk_norm, lora) for _ in range(n_layer)])
         self.norm = RMSNorm(d_model, eps)
 
 
@@ -183,13 +210,14 @@ class Llama(nn.Cell):
 
     def __init__(self, vocab_size: int, block_size: int, n_layer: int, n_head: int, d_model: int, d_ff: int,
                  n_kv_head: int | None = None, rope_theta: float = 10000.0, norm_eps: float = 1e-6,
-                 tie_embeddings: bool = False, bias: bool = False, lora=None):
+                 tie_embeddings: bool = False, bias: bool = False, lora=None, head_dim: int | None = None,
+                 qk_norm: bool = False, rope_scaling=None):
         super().__init__()
-        n_kv_head = n_kv_head or n_head
-        self.model = LlamaModel(vocab_size, d_model, n_layer, n_head, n_kv_head, d_ff, block_size, bias,
-                                norm_eps, lora)
+        n_kv_head, head_dim = n_kv_head or n_head, head_dim or d_model // n_head
+        self.model = LlamaModel(vocab_size, d_model, n_layer, n_head, n_kv_head, head_dim, d_ff, block_size, bias,
+                                norm_eps, qk_norm, lora)
         self.tied, self.block_size = tie_embeddings, block_size
-        self.cos, self.sin = rope_tables(block_size, d_model // n_head, rope_theta)
+        self.cos, self.sin = rope_tables(block_size, head_dim, rope_theta, rope_scaling)
         self.matmul_transposed = ops.MatMul(transpose_b=True)
         self.lm_head = nn.Identity() if tie_embeddings else linear(d_model, vocab_size, False, "lm_head", lora)
         self.num_layers = n_layer + 1  # optim.layer_decay: embeddings 0, layers 1..n, norm and lm_head n + 1

@@ -9,9 +9,10 @@ from mindspore import Tensor, nn
 
 from ...engine import checkpoint
 from ...engine.arrays import budget, compiled
-from ...engine.errors import CheckpointError
+from ...engine.errors import CheckpointError, ConfigError
 from ...engine.task import Comm, Data, Model, Task
 from . import lora
+from .config import defined_by
 from .data import Tokenizer, load_data, load_eval_data
 from .llama import FLOAT32_CELLS, Llama
 from .model import GPT, LanguageModelLoss, TokenLosses
@@ -23,23 +24,28 @@ def gpt(vocab: int, m) -> GPT:
 
 def llama(vocab: int, m) -> Llama:
     return Llama(vocab, m.block_size, m.n_layer, m.n_head, m.d_model, m.d_ff or m.mlp_ratio * m.d_model,
-                 m.n_kv_head, m.rope_theta, m.norm_eps, m.tie_embeddings, m.bias, m.lora)
+                 m.n_kv_head, m.rope_theta, m.norm_eps, m.tie_embeddings, m.bias, m.lora, m.head_dim, m.qk_norm,
+                 m.rope_scaling)
 
 
-ARCHS = {"gpt": gpt, "gpt2": gpt, "llama": llama}  # model.arch -> (vocab size, model config) -> network
+ARCHS = {"gpt": gpt, "gpt2": gpt, "llama": llama}  # model.arch -> (embedding rows, model config) -> network
+
+
+def embedding_rows(meta: dict, m) -> int:
+    """The embedding's rows: the tokenizer's vocabulary, or model.embedding_rows (padded) when set."""
+    tokens = Tokenizer.from_meta(meta).vocab_size
+    if m.embedding_rows is not None and m.embedding_rows < tokens:
+        raise ConfigError(f"model.embedding_rows={m.embedding_rows} is smaller than the tokenizer's "
+                          f"{tokens} tokens")
+    return m.embedding_rows or tokens
 
 
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
-    network = ARCHS[cfg.model.arch](Tokenizer.from_meta(meta).vocab_size, cfg.model)
+    network = ARCHS[cfg.model.arch](embedding_rows(meta, cfg.model), cfg.model)
     if cfg.model.lora.rank:
         lora.freeze_base(network)  # the optimizer is built from trainable_params(): the adapters alone
     return Model(network=network, loss=LanguageModelLoss(network), float32_cells=FLOAT32_CELLS,
                  layer_id=network.layer_id, num_layers=network.num_layers)
-
-
-# What a checkpoint's weights are shaped by: model.pretrained must agree on all of them.
-SHAPE_KEYS = ("arch", "block_size", "n_layer", "n_head", "d_model", "mlp_ratio", "tie_embeddings", "bias",
-              "d_ff", "n_kv_head")
 
 
 def warm_start(network: nn.Cell, cfg) -> None:
@@ -58,10 +64,12 @@ def warm_start(network: nn.Cell, cfg) -> None:
     if not cfg.model.lora.rank and any(lora.is_adapter(name) for name in params):
         raise CheckpointError(f"model.pretrained={cfg.model.pretrained} has LoRA adapters: set model.lora as it "
                               f"was trained (rank {saved.get('lora', {}).get('rank')})")
-    for key in SHAPE_KEYS:
-        if saved.get(key) != getattr(cfg.model, key):
-            raise CheckpointError(f"model.pretrained={cfg.model.pretrained} has model.{key}={saved.get(key)!r}, "
-                                  f"this config {getattr(cfg.model, key)!r}: set model.{key}={saved.get(key)}")
+    model = cfg.model.model_dump(mode="json")
+    for key, value in defined_by(saved).items():  # a config built without load_config (which takes them)
+        ours = model["lora"][key[5:]] if key.startswith("lora.") else model[key]
+        if value != ours:
+            raise CheckpointError(f"model.pretrained={cfg.model.pretrained} has model.{key}={value!r}, "
+                                  f"this config {ours!r}: set model.{key}={value}")
     if cfg.model.lora.rank:  # adapters start fresh (B = 0: the base model exactly) unless the file has them
         params = {**{p.name: p for p in network.get_parameters() if lora.is_adapter(p.name)}, **params}
     try:

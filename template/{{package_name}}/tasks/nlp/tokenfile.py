@@ -21,7 +21,7 @@ import numpy as np
 from .corpus import Corpus
 from .tokenizer import Tokenizer, token_dtype
 
-CACHE_FORMAT = 2  # bump when the file layout changes: old caches are then ignored
+CACHE_FORMAT = 3  # bump when the file layout changes: old caches are then ignored
 COUNT_CHUNK = 1 << 24  # tokens per np.bincount call: bounded memory for the unigram counts
 
 
@@ -66,12 +66,16 @@ def token_file(corpus: Corpus, tokenizer: Tokenizer, cache: Path) -> TokenFile:
 
 
 def _tokenise(corpus: Corpus, tokenizer: Tokenizer, folder: Path) -> None:
-    dtype, n = token_dtype(tokenizer.vocab_size), 0
+    dtype, n, last = token_dtype(tokenizer.vocab_size), 0, -1
     with open(folder / "tokens.bin", "wb") as f:
-        for chunk in corpus.chunks(separator=tokenizer.separator):  # a chunk at a time: bounded memory
-            ids = tokenizer.encode(chunk, corpus.source)
+        for document, chunk in corpus.pieces():  # a chunk at a time: bounded memory
+            # Documents as the tokenizer means them: each opened by what it puts before a text
+            # (Llama's BOS), the next one after the end-of-text token (ids, never their spelling).
+            start = [] if document == last else [*(tokenizer.document_end if last >= 0 else []),
+                                                 *tokenizer.document_start]
+            ids = np.concatenate([np.asarray(start, np.int32), tokenizer.encode(chunk, corpus.source)])
             ids.astype(dtype).tofile(f)
-            n += len(ids)
+            n, last = n + len(ids), document
     info = {"tokens": n, "dtype": dtype.name, "source": corpus.source, "tokenizer": tokenizer.kind}
     (folder / "info.json").write_text(json.dumps(info), encoding="utf-8")
 

@@ -21,18 +21,22 @@ BPE_PIECE_CHARS = 1 << 20  # encoding: pieces encoded in parallel
 # 141 MB peak with 64 KB pieces, 1.47 GB with 8 MB ones, and twice as fast).
 BPE_TRAIN_PIECE_CHARS = 1 << 16
 SPECIAL = "<|endoftext|>"  # GPT-2's one special token: a trained BPE has it too (id 0)
+# A tokenizer.json's end-of-text token when nothing names it (tokenizer_config.json's eos_token
+# does, for an import): GPT-2/Qwen, Llama-2/Mistral/TinyLlama, Llama-3, Gemma.
+EOS_NAMES = (SPECIAL, "</s>", "<|end_of_text|>", "<eos>")
 
 
 class Tokenizer:
     """Text <-> int32 ids, one id per character (``char``), per UTF-8 byte (``byte``) or per
     byte-level BPE token (``bpe``)."""
 
-    def __init__(self, kind: str, chars: str = "", bpe_json: str = ""):
+    def __init__(self, kind: str, chars: str = "", bpe_json: str = "", eos: str | None = None):
         self.kind = kind
         self.chars = chars  # char: the vocabulary, sorted by code point
         self._codes = np.array([ord(c) for c in chars], dtype=np.uint32)
         self.bpe_json = bpe_json  # bpe: the tokenizer.json text
         self._bpe = _parse_bpe(bpe_json, "the checkpoint's tokenizer") if kind == "bpe" else None
+        self.eos = eos  # bpe: the end-of-text token's spelling, when the model's files name it
 
     @classmethod
     def fit(cls, chunks: Iterable[str], kind: str, vocab_size: int = 0) -> Tokenizer:
@@ -62,11 +66,11 @@ class Tokenizer:
     @classmethod
     def from_meta(cls, meta: dict[str, Any]) -> Tokenizer:
         saved = meta["tokenizer"]
-        return cls(saved["kind"], saved.get("chars", ""), saved.get("json", ""))
+        return cls(saved["kind"], saved.get("chars", ""), saved.get("json", ""), saved.get("eos"))
 
     def to_meta(self) -> dict[str, Any]:
         if self.kind == "bpe":
-            return {"kind": "bpe", "json": self.bpe_json}
+            return {"kind": "bpe", "json": self.bpe_json, **({"eos": self.eos} if self.eos else {})}
         return {"kind": self.kind, "chars": self.chars}
 
     @property
@@ -83,8 +87,10 @@ class Tokenizer:
             # Pieces of ~1 MB cut at line breaks, encoded in parallel by the Rust library. A
             # piece edge may split a run of whitespace that one string would merge: chunked
             # text can differ from one call by a few tokens (the cache is deterministic).
+            # No special tokens: a Llama tokenizer.json would open every piece with its BOS
+            # (documents get theirs from document_start).
             encode = getattr(self._bpe, "encode_batch_fast", self._bpe.encode_batch)  # _fast: no offsets
-            pieces = encode(list(line_pieces(text, BPE_PIECE_CHARS)))
+            pieces = encode(list(line_pieces(text, BPE_PIECE_CHARS)), add_special_tokens=False)
             return np.concatenate([np.asarray(p.ids, dtype=np.int32) for p in pieces] or [np.zeros(0, np.int32)])
         codes = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")  # one code point per character
         ids = np.searchsorted(self._codes, codes).clip(0, max(len(self._codes) - 1, 0))
@@ -97,10 +103,30 @@ class Tokenizer:
         return ids.astype(np.int32)
 
     @property
-    def separator(self) -> str:
-        """What goes between two documents (files) of a corpus: GPT-2's end-of-text token for a
-        BPE (as GPT-2 and nanoGPT train), a newline for characters and bytes, which have none."""
-        return SPECIAL if self.kind == "bpe" else "\n"
+    def eos_id(self) -> int | None:
+        """The end-of-text token's id: the one the model's files name, else the first of
+        ``EOS_NAMES`` the vocabulary has; None for characters and bytes (they have none)."""
+        if self.kind != "bpe":
+            return None
+        names = (self.eos,) if self.eos else EOS_NAMES
+        return next((i for i in map(self._bpe.token_to_id, names) if i is not None), None)
+
+    @property
+    def document_start(self) -> list[int]:
+        """What the tokenizer puts before a text (a Llama tokenizer.json: its BOS; GPT-2, Qwen:
+        nothing), read off its own post-processor: a text encoded with and without its specials."""
+        if self.kind != "bpe":
+            return []
+        bare = self._bpe.encode("a", add_special_tokens=False).ids
+        full = self._bpe.encode("a").ids
+        return next((full[:i] for i in range(len(full)) if full[i:i + len(bare)] == bare), [])
+
+    @property
+    def document_end(self) -> list[int]:
+        """What goes between two documents (files) of a corpus: the end-of-text token's id for a
+        BPE (as GPT-2, Llama and nanoGPT train), a newline for characters and bytes, which have none."""
+        eos = self.eos_id
+        return [eos] if eos is not None else self.encode("\n").tolist()
 
     def decode(self, ids) -> str:
         ids = [int(i) for i in ids]
