@@ -1,0 +1,113 @@
+"""The Llama-family layouts people fine-tune, imported with ``convert_weights.py --verify``:
+tiny random models carrying each published config's quirks (sizes shrunk, everything else as
+released), saved by transformers' own ``save_pretrained``, must give transformers' logits."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from helpers import generate
+from test_weights import mindspore_logits, run
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+TOKENS = 320  # the tokenizer's; an embedding may have more rows (Qwen2.5 pads them)
+SIZES = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=64)
+# kind -> (config class, model class, config values as the published checkpoints have them)
+LAYOUTS = {
+    # SmolLM2: plain Llama (bf16 weights, tied head, rope_theta 1e5, eps 1e-5)
+    "smollm2": ("LlamaConfig", "LlamaForCausalLM", dict(rope_theta=1e5, rms_norm_eps=1e-5, vocab_size=TOKENS,
+                                                         tie_word_embeddings=True)),
+    # Qwen2.5: 151,936 embedding rows for 151,665 tokens; a window set but not used; q/k/v biases
+    "qwen2.5": ("Qwen2Config", "Qwen2ForCausalLM", dict(vocab_size=TOKENS + 16, tie_word_embeddings=True,
+                                                       rope_theta=1e6, use_sliding_window=False, sliding_window=32,
+                                                       max_window_layers=1)),
+    # Llama-3.2: llama3 RoPE scaling (an original context short enough that all three bands occur)
+    "llama3": ("LlamaConfig", "LlamaForCausalLM", dict(
+        vocab_size=TOKENS, rope_theta=5e5, rms_norm_eps=1e-5, tie_word_embeddings=True,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 5e5, "factor": 32.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 256})),
+    # Qwen3: per-head q/k RMSNorm, head_dim 32 != hidden / heads = 16
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(vocab_size=TOKENS, head_dim=32, tie_word_embeddings=True,
+                                                     rope_theta=1e6)),
+    # Mistral: no window (v0.2+), head_dim written out
+    "mistral": ("MistralConfig", "MistralForCausalLM", dict(vocab_size=TOKENS, head_dim=16, sliding_window=None,
+                                                           rope_theta=1e6)),
+}
+
+
+def bpe_tokenizer(path) -> None:
+    """A byte-level BPE tokenizer.json of exactly ``TOKENS`` tokens, with Qwen's chat specials."""
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE())
+    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=TOKENS, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    bpe.train_from_iterator(["the quick brown fox jumps over the lazy dog; " * 50] * 20, trainer=trainer)
+    bpe.add_tokens([f"<pad{i}>" for i in range(TOKENS - bpe.get_vocab_size())])
+    bpe.save(str(path / "tokenizer.json"))
+
+
+def hf_folder(path, kind: str, dtype=torch.float32):
+    """A random model of ``kind`` written by ``save_pretrained`` in shards, norms and biases off
+    their 1s and 0s (a swapped name would show), with tokenizer and generation files."""
+    config_class, model_class, values = LAYOUTS[kind]
+    config = getattr(transformers, config_class)(**SIZES, **values)
+    torch.manual_seed(0)
+    model = getattr(transformers, model_class)(config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.uniform_(0.5, 1.5)
+            elif name.endswith("bias"):
+                param.uniform_(-0.2, 0.2)
+    model.to(dtype).save_pretrained(path, max_shard_size="100KB")  # several shards + the index
+    bpe_tokenizer(path)
+    chat = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    (path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>", "chat_template": chat}))
+    (path / "generation_config.json").write_text(json.dumps(
+        {"eos_token_id": [0, 2], "do_sample": True, "temperature": 0.7, "top_p": 0.8}))
+    return model.float().eval()
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    return generate(tmp_path_factory.mktemp("layouts"), "nlp", name="lm", git=False)
+
+
+@pytest.mark.parametrize("kind", list(LAYOUTS))
+def test_each_published_layout_imports_with_transformers_logits(project, tmp_path, kind):
+    reference = hf_folder(tmp_path / kind, kind, torch.bfloat16 if kind == "smollm2" else torch.float32)
+    out = f"{kind}.ckpt"
+    converted = run(project, "convert_weights.py", str(tmp_path / kind), "--out", out, "--verify")
+    assert converted.returncode == 0, converted.stderr[-2000:]
+    assert "max |logit diff| vs transformers" in converted.stdout
+    rows = LAYOUTS[kind][2]["vocab_size"]
+    if rows == TOKENS:  # --verify compared the logits; the padded one is loaded again, as a user would
+        return
+    tokens = np.random.default_rng(1).integers(0, TOKENS, (2, 64)).astype(np.int32)
+    actual = mindspore_logits(project, tmp_path, out, tokens)
+    with torch.no_grad():
+        expected = reference(torch.from_numpy(tokens).long()).logits.numpy()
+    assert actual.shape == (2, 64, rows)
+    assert np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()
+
+
+def test_an_old_style_linear_rope_scaling_is_read_as_linear(project, tmp_path):
+    """``rope_scaling: {type: linear}`` (before transformers 4.45 named it rope_type)."""
+    folder = tmp_path / "linear"
+    hf_folder(folder, "smollm2")
+    config = json.loads((folder / "config.json").read_text())
+    config.pop("rope_parameters", None)
+    config.update(rope_theta=1e5, rope_scaling={"type": "linear", "factor": 4.0})
+    (folder / "config.json").write_text(json.dumps(config))
+    reference = transformers.AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    assert reference.config.rope_parameters["rope_type"] == "linear"  # transformers reads it so too
+    converted = run(project, "convert_weights.py", str(folder), "--out", "linear.ckpt", "--verify")
+    assert converted.returncode == 0, converted.stderr[-2000:]
