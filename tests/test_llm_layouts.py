@@ -24,20 +24,20 @@ LAYOUTS = {
     "smollm2": ("LlamaConfig", "LlamaForCausalLM", dict(rope_theta=1e5, rms_norm_eps=1e-5, vocab_size=TOKENS,
                                                          tie_word_embeddings=True)),
     # Qwen2.5: 151,936 embedding rows for 151,665 tokens; a window set but not used; q/k/v biases
-    "qwen2.5": ("Qwen2Config", "Qwen2ForCausalLM", dict(vocab_size=TOKENS + 16, tie_word_embeddings=True,
-                                                       rope_theta=1e6, use_sliding_window=False, sliding_window=32,
-                                                       max_window_layers=1)),
+    "qwen2.5": ("Qwen2Config", "Qwen2ForCausalLM", dict(
+        vocab_size=TOKENS + 16, tie_word_embeddings=True, rope_theta=1e6, use_sliding_window=False,
+        sliding_window=32, max_window_layers=1)),
     # Llama-3.2: llama3 RoPE scaling (an original context short enough that all three bands occur)
     "llama3": ("LlamaConfig", "LlamaForCausalLM", dict(
         vocab_size=TOKENS, rope_theta=5e5, rms_norm_eps=1e-5, tie_word_embeddings=True,
         rope_parameters={"rope_type": "llama3", "rope_theta": 5e5, "factor": 32.0, "low_freq_factor": 1.0,
                          "high_freq_factor": 4.0, "original_max_position_embeddings": 256})),
     # Qwen3: per-head q/k RMSNorm, head_dim 32 != hidden / heads = 16
-    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(vocab_size=TOKENS, head_dim=32, tie_word_embeddings=True,
-                                                     rope_theta=1e6)),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(
+        vocab_size=TOKENS, head_dim=32, tie_word_embeddings=True, rope_theta=1e6)),
     # Mistral: no window (v0.2+), head_dim written out
-    "mistral": ("MistralConfig", "MistralForCausalLM", dict(vocab_size=TOKENS, head_dim=16, sliding_window=None,
-                                                           rope_theta=1e6)),
+    "mistral": ("MistralConfig", "MistralForCausalLM", dict(
+        vocab_size=TOKENS, head_dim=16, sliding_window=None, rope_theta=1e6)),
 }
 
 
@@ -70,7 +70,8 @@ def hf_folder(path, kind: str, dtype=torch.float32):
     model.to(dtype).save_pretrained(path, max_shard_size="100KB")  # several shards + the index
     bpe_tokenizer(path)
     chat = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-    (path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>", "chat_template": chat}))
+    settings = {"eos_token": "<|im_end|>", "chat_template": chat}
+    (path / "tokenizer_config.json").write_text(json.dumps(settings))
     (path / "generation_config.json").write_text(json.dumps(
         {"eos_token_id": [0, 2], "do_sample": True, "temperature": 0.7, "top_p": 0.8}))
     return model.float().eval()
