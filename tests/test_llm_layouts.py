@@ -112,3 +112,77 @@ def test_an_old_style_linear_rope_scaling_is_read_as_linear(project, tmp_path):
     assert reference.config.rope_parameters["rope_type"] == "linear"  # transformers reads it so too
     converted = run(project, "convert_weights.py", str(folder), "--out", "linear.ckpt", "--verify")
     assert converted.returncode == 0, converted.stderr[-2000:]
+
+
+def exported_folder(project, source, out: str, *extra: str):
+    result = run(project, "export.py", "--checkpoint", source, "--format", "hf", "--out", out, *extra)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return project / out
+
+
+def load_hf(folder):
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
+                                                                    output_loading_info=True)
+    assert not any(info[key] for key in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
+    return model.eval()
+
+
+@pytest.mark.parametrize("kind, dtype", [("smollm2", "bf16"), ("qwen3", "fp32")])
+def test_import_then_hf_export_is_the_identity(project, tmp_path, kind, dtype):
+    """Every tensor bit for bit in the original dtype; transformers loads the folder with no key
+    missing or unexpected and computes the original model's logits."""
+    from safetensors import safe_open
+
+    source = tmp_path / kind
+    reference = hf_folder(source, kind, torch.bfloat16 if dtype == "bf16" else torch.float32)
+    assert run(project, "convert_weights.py", str(source), "--out", f"{kind}.ckpt").returncode == 0
+    folder = exported_folder(project, f"{kind}.ckpt", f"hf-{kind}", "--dtype", dtype)
+    original = {}
+    for file in source.glob("*.safetensors"):
+        with safe_open(str(file), framework="pt") as f:
+            original.update({name: f.get_tensor(name) for name in f.keys()})
+    exported = {}
+    for file in folder.glob("*.safetensors"):
+        with safe_open(str(file), framework="pt") as f:
+            exported.update({name: f.get_tensor(name) for name in f.keys()})
+    tied = reference.config.tie_word_embeddings
+    assert set(exported) == {name for name in original if not (tied and name == "lm_head.weight")}
+    for name, value in exported.items():
+        assert value.dtype == original[name].dtype and torch.equal(value, original[name]), name
+    config = json.loads((folder / "config.json").read_text())
+    assert config["architectures"] == json.loads((source / "config.json").read_text())["architectures"]
+    tokens = torch.from_numpy(np.random.default_rng(2).integers(0, TOKENS, (2, 32)))
+    with torch.no_grad():  # both folders read by transformers alike: the same function
+        assert torch.equal(load_hf(folder)(tokens).logits, load_hf(source)(tokens).logits)
+    settings = json.loads((folder / "tokenizer_config.json").read_text())
+    assert settings["chat_template"].startswith("{% for m in messages %}")
+    assert settings["eos_token"] == "<|im_end|>"
+    assert json.loads((folder / "generation_config.json").read_text())["eos_token_id"] == [0, 2]
+    refused = run(project, "export.py", "--checkpoint", f"{kind}.ckpt", "--format", "hf",
+                  "--out", f"hf-{kind}")
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode != 0 and len(lines) == 1 and "exists" in lines[0]
+
+
+def test_a_lora_fine_tune_exports_merged_with_our_logits(project, tmp_path):
+    """Import, LoRA-train with nothing restated but the rank, export: transformers gives our logits."""
+    hf_folder(tmp_path / "qwen", "qwen2.5")
+    assert run(project, "convert_weights.py", str(tmp_path / "qwen"), "--out", "q.ckpt").returncode == 0
+    (tmp_path / "chat.txt").write_text("the quick brown fox jumps over the lazy dog\n" * 300)
+    trained = run(project, "train.py", "--set", "model.pretrained=q.ckpt", "--set", "model.lora.rank=4",
+                  "--set", "model.lora.targets=[q_proj, k_proj, v_proj, o_proj]",
+                  "--set", "train.max_steps=3",
+                  "--set", "optim.lr=0.05", "--set", f"data.path={tmp_path / 'chat.txt'}",
+                  "--set", "data.tokenizer=bpe", "--set", f"output.dir={tmp_path / 'runs'}",
+                  "--set", "output.plot=false")
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    best = str(next((tmp_path / "runs").glob("*/best.ckpt")))
+    folder = exported_folder(project, best, "hf-lora")
+    tokens = np.random.default_rng(3).integers(0, TOKENS, (2, 32)).astype(np.int32)
+    ours = mindspore_logits(project, tmp_path, best, tokens)  # unmerged: W x + B A x alpha / rank
+    with torch.no_grad():
+        theirs = load_hf(folder)(torch.from_numpy(tokens).long()).logits.numpy()
+    base = hf_folder(tmp_path / "again", "qwen2.5")  # the same random base: the fine-tune moved it
+    with torch.no_grad():
+        assert np.abs(base(torch.from_numpy(tokens).long()).logits.numpy() - theirs).max() > 1e-3
+    assert np.abs(ours - theirs).max() <= 1e-4 * np.abs(ours).max()

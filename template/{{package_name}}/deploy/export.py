@@ -18,13 +18,20 @@ FORMATS = ("mindir", "onnx")
 
 
 def export_checkpoint(path: str, out_dir: str, overrides: list[str] = (), formats: tuple[str, ...] = ("mindir",),
-                      batch: int = 1) -> dict[str, Path]:
-    """Each of the task's networks in each format; ``batch`` is ONNX's fixed batch size.
+                      batch: int = 1, dtype: str = "fp32") -> dict[str, Path]:
+    """Each of the task's networks in each format; ``batch`` is ONNX's fixed batch size. A task's
+    folder format (nlp: ``hf``, in ``dtype``) is the whole ``out_dir``, exported alone.
     Returns ``{"<name>" or "<name>.onnx": path}``."""
-    if unknown := [f for f in formats if f not in FORMATS]:
-        raise UserError(f"--format {unknown[0]}: expected {' or '.join(FORMATS)} (or both, comma-separated)")
     if batch < 1:
         raise UserError(f"--batch {batch}: expected a positive number of rows")
+    if folder := next((f for f in formats if f not in FORMATS), None):
+        trained = load_trained(path, overrides)
+        known = (*FORMATS, *trained.task.folder_formats)
+        if folder not in known:
+            raise UserError(f"--format {folder}: expected {' or '.join(known)} (mindir,onnx: both)")
+        if len(formats) > 1:
+            raise UserError(f"--format {','.join(formats)}: {folder} writes a folder of its own: export it alone")
+        return trained.task.folder_formats[folder](trained, Path(out_dir), dtype)
     if "onnx" in formats:
         from .onnx import runtime
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -168,6 +169,9 @@ class Task:
     capabilities: Callable[[Config], Capabilities] = lambda cfg: Capabilities()
     # Called on fresh training runs only (not on resume or inference), e.g. to load pretrained weights.
     warm_start: Callable[[nn.Cell, Config], None] = lambda network, cfg: None
+    # export.py --format NAME for formats that are a folder of their own (nlp: hf):
+    # NAME -> (the loaded deploy.inference.Trained, the --out folder, --dtype) -> {what: path}
+    folder_formats: dict[str, Callable[[Any, Path, str], dict[str, Path]]] = field(default_factory=dict)
     # ``data`` keys the trained network is built for: eval.py refuses to change them.
     fixed_data: tuple[str, ...] = ()
     # (meta, cfg) -> what a deployed MINDIR needs besides the graph, written to <name>.json by export.py

@@ -98,8 +98,10 @@ def export_main() -> NoReturn:
     p = parser("Export a checkpoint to MINDIR and/or ONNX; each exported graph is checked against the network.",
                checkpoint=True)
     p.add_argument("--out", default="export", help="output folder (default: %(default)s)")
-    p.add_argument("--format", default="mindir", help="mindir | onnx | mindir,onnx (default: %(default)s)")
+    p.add_argument("--format", default="mindir",
+                   help="mindir | onnx | mindir,onnx | hf (nlp llama: a Hugging Face folder) (default: %(default)s)")
     p.add_argument("--batch", type=int, default=1, help="the ONNX graph's fixed batch size (default: %(default)s)")
+    p.add_argument("--dtype", default="fp32", help="hf: the weights' fp32 | fp16 | bf16 (default: %(default)s)")
     args = p.parse_args()
 
     def main():
@@ -107,7 +109,9 @@ def export_main() -> NoReturn:
         from ..deploy.export import export_checkpoint  # imports MindSpore: once there is a checkpoint
 
         formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
-        for name, path in export_checkpoint(checkpoint, args.out, args.overrides, formats, args.batch).items():
-            print(f"{name}: {path} (+ {path.with_suffix('.json').name})")
+        written = export_checkpoint(checkpoint, args.out, args.overrides, formats, args.batch, args.dtype)
+        for name, path in written.items():  # a graph file has its spec beside it
+            spec = f" (+ {path.with_suffix('.json').name})" if path.suffix in (".mindir", ".onnx") else ""
+            print(f"{name}: {path}{spec}")
 
     guarded(main)

@@ -22,7 +22,7 @@ from .tokenfile import TokenFile, cache_key, cached_text, token_file
 from .tokenizer import Tokenizer
 
 BPE_TRAIN_BYTES = 100 << 20  # a BPE learns its merges from at most the first 100 MB of the corpus
-INHERITED = ("chat_template", "special_tokens", "generation")  # task meta a fine-tuned model keeps
+INHERITED = ("chat_template", "special_tokens", "generation", "hf_config")  # task meta a fine-tuned model keeps
 
 __all__ = ["Tokenizer", "Windows", "blocks", "load_data", "load_eval_data"]  # Tokenizer: for generate.py
 

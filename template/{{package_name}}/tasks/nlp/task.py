@@ -11,7 +11,7 @@ from ...engine import checkpoint
 from ...engine.arrays import budget, compiled
 from ...engine.errors import CheckpointError, ConfigError
 from ...engine.task import Comm, Data, Model, Task
-from . import lora
+from . import export_hf, lora
 from .config import defined_by
 from .data import Tokenizer, load_data, load_eval_data
 from .llama import FLOAT32_CELLS, Llama
@@ -124,4 +124,4 @@ TASK = Task(name="nlp", load_data=load_data, build_model=build_model, evaluate=e
             monitor="loss", mode="min", metrics=("loss", "perplexity", "unigram_ppl"),
             exports=exports, deploy_meta=deploy_meta,
             fixed_data=("tokenizer", "tokenizer_file", "vocab_size"), load_eval_data=load_eval_data,
-            warm_start=warm_start)
+            warm_start=warm_start, folder_formats={"hf": export_hf.write})

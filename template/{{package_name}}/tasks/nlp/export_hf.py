@@ -1,0 +1,128 @@
+"""``export.py --format hf --out DIR``: a llama checkpoint as the Hugging Face folder that
+transformers, vLLM and llama.cpp's converter read.
+
+- ``config.json``: the imported original's (sizes unchanged), or one written from our sizes for a
+  llama trained here (``LlamaForCausalLM``; ``Qwen2ForCausalLM`` with q/k/v biases,
+  ``Qwen3ForCausalLM`` with q/k norms), which the summary says.
+- ``model.safetensors`` (or shards of at most 5 GB and ``model.safetensors.index.json``) in
+  ``--dtype`` fp32 | fp16 | bf16 (bf16 through PyTorch's safetensors writer); LoRA merged into
+  its weights. Our parameter names are Hugging Face's: the copy is name for name.
+- ``tokenizer.json``, ``tokenizer_config.json`` (chat template, special tokens),
+  ``generation_config.json`` (end-of-text ids, sampling defaults).
+
+The folder is written beside ``DIR`` and renamed into place: an existing ``DIR`` is refused and
+an interrupted export leaves nothing half-written under that name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from ...engine.errors import UserError
+from . import lora
+
+DTYPES = {"fp32": np.float32, "fp16": np.float16, "bf16": None}  # bf16: no NumPy dtype, PyTorch writes it
+SHARD_BYTES = 5 << 30  # transformers' default max_shard_size
+
+
+def write(trained, out: Path, dtype: str = "fp32") -> dict[str, Path]:
+    m = trained.cfg.model
+    if m.arch != "llama":
+        raise UserError(f"--format hf: exports model.arch=llama (this checkpoint is {m.arch!r}; GPT-2's "
+                        "layout differs from Hugging Face's)")
+    if trained.meta["tokenizer"]["kind"] != "bpe":
+        raise UserError(f"--format hf: a {trained.meta['tokenizer']['kind']} tokenizer has no tokenizer.json; "
+                        "train with data.tokenizer=bpe")
+    if dtype not in DTYPES:
+        raise UserError(f"--dtype {dtype}: expected one of {', '.join(DTYPES)}")
+    if out.exists():
+        raise UserError(f"{out} exists: export to a new --out folder")
+    tmp = out.with_name(f".{out.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)  # left by an interrupted export
+    tmp.mkdir(parents=True)
+    try:
+        config, written_from_sizes = hf_config(trained, dtype)
+        lora.merge(trained.network)
+        tensors = {name: p.asnumpy() for name, p in trained.network.parameters_and_names()
+                   if not lora.is_adapter(name)}
+        save_weights(tensors, tmp, dtype)
+        (tmp / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+        (tmp / "tokenizer.json").write_text(trained.meta["tokenizer"]["json"], encoding="utf-8")
+        settings = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": m.block_size,
+                    **trained.meta.get("special_tokens", {})}
+        if trained.meta.get("chat_template"):
+            settings["chat_template"] = trained.meta["chat_template"]
+        (tmp / "tokenizer_config.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
+        generation = trained.meta.get("generation", {})
+        eos = generation.get("eos_token_ids") or []
+        (tmp / "generation_config.json").write_text(json.dumps(
+            {"eos_token_id": eos[0] if len(eos) == 1 else eos, **{k: v for k, v in generation.items()
+                                                                   if k != "eos_token_ids"},
+             **({"do_sample": True} if "temperature" in generation else {})}, indent=2), encoding="utf-8")
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"hf": out, **({"config written from our sizes": out / "config.json"} if written_from_sizes else {})}
+
+
+def hf_config(trained, dtype: str) -> tuple[dict, bool]:
+    """The original config.json (from the import), or one from our sizes; the weights' dtype set."""
+    m = trained.cfg.model
+    torch_dtype = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[dtype]
+    if trained.meta.get("hf_config"):
+        return {**trained.meta["hf_config"], "torch_dtype": torch_dtype}, False
+    arch = "Qwen3ForCausalLM" if m.qk_norm else "Qwen2ForCausalLM" if m.bias else "LlamaForCausalLM"
+    from .data import Tokenizer
+
+    tokenizer = Tokenizer.from_meta(trained.meta)
+    rope = {"rope_type": "default"} if m.rope_scaling is None else {
+        "rope_type": m.rope_scaling.type, **m.rope_scaling.model_dump(exclude={"type"})}
+    config = {"architectures": [arch], "model_type": arch.removesuffix("ForCausalLM").lower(),
+              "vocab_size": m.embedding_rows or tokenizer.vocab_size, "hidden_size": m.d_model,
+              "intermediate_size": m.d_ff or m.mlp_ratio * m.d_model, "num_hidden_layers": m.n_layer,
+              "num_attention_heads": m.n_head, "num_key_value_heads": m.n_kv_head or m.n_head,
+              "head_dim": m.head_dim or m.d_model // m.n_head, "max_position_embeddings": m.block_size,
+              "rms_norm_eps": m.norm_eps, "rope_theta": m.rope_theta, "rope_scaling": rope, "hidden_act": "silu",
+              "tie_word_embeddings": m.tie_embeddings, "torch_dtype": torch_dtype, "eos_token_id": tokenizer.eos_id}
+    return config, True  # Qwen2's q/k/v biases and Qwen3's q/k norms come with their architecture
+
+
+def save_weights(tensors: dict[str, np.ndarray], folder: Path, dtype: str) -> None:
+    """Shards of at most ``SHARD_BYTES`` (one file when it fits) and, for several, the index."""
+    size = np.dtype(DTYPES[dtype] or np.float16).itemsize  # bf16: 2 bytes
+    shards, current, used = [], {}, 0
+    for name, value in tensors.items():
+        if current and used + value.size * size > SHARD_BYTES:
+            shards, current, used = [*shards, current], {}, 0
+        current[name], used = value, used + value.size * size
+    shards.append(current)
+    files = (["model.safetensors"] if len(shards) == 1 else
+             [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))])
+    for file, shard in zip(files, shards):
+        save_file(shard, folder / file, dtype)
+    if len(shards) > 1:
+        index = {"metadata": {"total_size": sum(v.size * size for v in tensors.values())},
+                 "weight_map": {name: file for file, shard in zip(files, shards) for name in shard}}
+        (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2), encoding="utf-8")
+
+
+def save_file(tensors: dict[str, np.ndarray], path: Path, dtype: str) -> None:
+    metadata = {"format": "pt"}  # what transformers expects of a PyTorch checkpoint
+    if DTYPES[dtype] is not None:
+        from safetensors.numpy import save_file as save
+
+        save({k: np.ascontiguousarray(v, DTYPES[dtype]) for k, v in tensors.items()}, str(path), metadata)
+        return
+    try:
+        import torch
+        from safetensors.torch import save_file as save
+    except ImportError:
+        raise UserError("--dtype bf16 needs PyTorch (pip install torch); or use --dtype fp16 or fp32") from None
+    save({k: torch.from_numpy(np.ascontiguousarray(v)).to(torch.bfloat16) for k, v in tensors.items()}, str(path),
+         metadata)
