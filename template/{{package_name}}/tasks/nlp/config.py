@@ -20,6 +20,13 @@ class DataConfig(DataSection):
     tokenizer_file: str | None = None  # bpe: a Hugging Face tokenizer.json to use instead of training one
     eval_fraction: float = Field(0.1, gt=0, lt=1)  # the last tokens, held out for evaluation
     cache_dir: str | None = None  # token files and fitted tokenizers; null: <output.dir>/.cache
+    # text; chat (a JSONL of OpenAI messages or ShareGPT conversations); instruct (Alpaca);
+    # auto: chat or instruct for a .jsonl file (by its first example), else text
+    format: Literal["auto", "text", "chat", "instruct"] = "auto"
+    train_on_prompt: bool = False  # chat/instruct: the loss on every token, not only the assistant's
+    packing: bool = False  # chat/instruct: examples back to back in windows, not one example per row
+    overlong: Literal["cut", "refuse"] = "cut"  # an example longer than the context: its first tokens, or an error
+    eval_path: str | None = None  # chat/instruct: a JSONL to evaluate on; null: the last eval_fraction of examples
 
     @model_validator(mode="after")
     def _bpe_settings(self):
@@ -152,7 +159,8 @@ class TaskConfig(Config):
         from ...engine.checkpoint import read_meta  # imports MindSpore: only with a checkpoint to read
 
         path = model["pretrained"]
-        saved = read_meta(path, tasks=("nlp",))["config"]["model"]
+        saved_config = read_meta(path, tasks=("nlp",))["config"]
+        saved = saved_config["model"]
         given = command_line.get("model") if isinstance(command_line.get("model"), dict) else {}
         model = {**model, "lora": dict(model.get("lora") or {})}
         for key, value in defined_by(saved).items():
@@ -162,4 +170,7 @@ class TaskConfig(Config):
                 raise ConfigError(f"--set model.{key}={asked[leaf]!r}: model.pretrained={path} was trained with "
                                   f"model.{key}={value!r} (drop the --set: the checkpoint defines the model)")
             section[leaf] = value
-        return {**raw, "model": model}
+        data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
+        if "tokenizer" not in (command_line.get("data") or {}):  # its tokenizer's kind too (a --set is checked later)
+            data = {**data, "tokenizer": saved_config["data"]["tokenizer"]}
+        return {**raw, "model": model, "data": data}

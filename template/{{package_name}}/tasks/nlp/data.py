@@ -17,6 +17,7 @@ import numpy as np
 
 from ...engine.errors import DataError
 from ...engine.task import Data
+from . import conversations
 from .corpus import Corpus
 from .tokenfile import TokenFile, cache_key, cached_text, token_file
 from .tokenizer import Tokenizer
@@ -49,16 +50,24 @@ class Windows:
     def shift(self, epoch: int) -> int:
         return int(np.random.default_rng([self.seed or 0, epoch]).integers(self.max_shift + 1))
 
-    def take(self, indices: np.ndarray, epoch: int = 0) -> tuple[np.ndarray]:
-        """(len(indices), block_size + 1) int32 windows. The memmap is opened per call (as
-        nanoGPT does): pages read for earlier batches are not kept mapped by this process."""
+    def take(self, indices: np.ndarray, epoch: int = 0) -> tuple[np.ndarray, ...]:
+        """(len(indices), block_size + 1) int32 windows (and for chat data the float32 mask of
+        their targets, (len(indices), block_size)). The memmap is opened per call (as nanoGPT
+        does): pages read for earlier batches are not kept mapped by this process."""
         offsets = self.start + self.shift(epoch) + np.asarray(indices, np.int64)[:, None] * self.block_size
-        return (self.file.tokens()[offsets + np.arange(self.block_size + 1)].astype(np.int32),)
+        index = offsets + np.arange(self.block_size + 1)
+        windows = self.file.tokens()[index].astype(np.int32)
+        return (windows, self.file.mask()[index[:, 1:]].astype(np.float32)) if self.file.masked else (windows,)
 
 
 def load_data(cfg) -> Data:
     """Fit (or load) the tokenizer, tokenise the corpus once, split it: ``Data.train`` windows
-    of the first tokens, ``Data.eval`` windows of the last ``data.eval_fraction``."""
+    of the first tokens, ``Data.eval`` windows of the last ``data.eval_fraction``. Chat and
+    instruction data (a JSONL): ``load_chat``."""
+    if (kind := data_format(cfg)) != "text":
+        meta = {key: value for key, value in pretrained_meta(cfg).items() if key in INHERITED} \
+            if cfg.model.pretrained else {}
+        return load_chat(cfg, kind, chat_tokenizer(cfg, kind), meta)
     corpus, cache = Corpus(cfg.data.path), cache_dir(cfg)
     data = split(cfg, corpus, fit_tokenizer(cfg, corpus, cache), cache)
     if cfg.model.pretrained:  # an imported model's chat template, special tokens, generation defaults
@@ -69,8 +78,66 @@ def load_data(cfg) -> Data:
 
 def load_eval_data(cfg, meta: dict) -> Data:
     """``eval.py``: the same split of ``data.path``, tokenised with the checkpoint's tokenizer."""
+    if (kind := data_format(cfg)) != "text":
+        return load_chat(cfg, kind, Tokenizer.from_meta(meta), meta)
     corpus = Corpus(cfg.data.path)
     return split(cfg, corpus, Tokenizer.from_meta(meta), cache_dir(cfg))
+
+
+def data_format(cfg) -> str:
+    """``data.format``, ``auto`` resolved: chat or instruct for a ``.jsonl`` file, else text."""
+    if cfg.data.format != "auto":
+        return cfg.data.format
+    return conversations.detect(cfg.data.path) if cfg.data.path else "text"
+
+
+def chat_tokenizer(cfg, kind: str) -> Tokenizer:
+    """Chat data is tokenised as a model reads it: ``model.pretrained``'s tokenizer, a
+    ``data.tokenizer_file``, or bytes; none is fitted to the conversations."""
+    if cfg.model.pretrained:
+        return pretrained_tokenizer(cfg)
+    if cfg.data.tokenizer_file:
+        return Tokenizer.from_file(cfg.data.tokenizer_file)
+    if cfg.data.tokenizer == "byte":
+        return Tokenizer("byte")
+    raise DataError(f"data.format={kind} takes a model's tokenizer, not one fitted to the conversations "
+                    f"(data.tokenizer={cfg.data.tokenizer}): set model.pretrained, data.tokenizer_file or "
+                    "data.tokenizer=byte")
+
+
+def load_chat(cfg, kind: str, tokenizer: Tokenizer, inherited: dict) -> Data:
+    """Conversations (``conversations.py``) as rows of one example each (``data.packing: false``)
+    or packed into windows like text, with the mask of the tokens that are loss targets. Eval:
+    ``data.eval_path``, else the last ``data.eval_fraction`` of the examples."""
+    d, block, cache = cfg.data, cfg.model.block_size, cache_dir(cfg)
+    meta = {**inherited, "tokenizer": tokenizer.to_meta(), "format": kind}
+    meta["chat_template"] = meta.get("chat_template") or conversations.DEFAULT_TEMPLATE
+
+    def examples(path: str) -> tuple[TokenFile, np.ndarray]:
+        tokens = conversations.chat_token_file(path, kind, tokenizer, meta, d.train_on_prompt, cache)
+        if d.packing:  # examples back to back: any length fits
+            return tokens, np.arange(len(np.load(tokens.folder / "starts.npy")) - 1)
+        return tokens, conversations.usable(tokens, block, d.overlong)
+
+    train, train_rows = examples(d.path)
+    if d.eval_path:
+        (evals, eval_rows), stop = examples(d.eval_path), train.n
+    else:
+        held = max(1, int(len(train_rows) * d.eval_fraction))
+        evals, train_rows, eval_rows = train, train_rows[:-held], train_rows[-held:]
+        stop = int(np.load(train.folder / "starts.npy")[eval_rows[0]]) if len(eval_rows) else train.n
+    if not len(train_rows) or not len(eval_rows):
+        raise DataError(f"data.path={d.path!r}: {len(train_rows)} training and {len(eval_rows)} eval examples "
+                        "with an assistant token in their first model.block_size + 1 tokens: give more examples "
+                        "(or data.eval_path), or raise model.block_size")
+    meta.update(source=f"data.path={d.path!r}", unigram_counts=train.counts(stop, tokenizer.vocab_size).tolist())
+    if d.packing:
+        start = stop if evals is train else 0
+        return Data(train=Windows(train, 0, stop, block, seed=cfg.seed), eval=Windows(evals, start, evals.n, block),
+                    meta=meta)
+    pad = tokenizer.eos_id or 0
+    return Data(train=conversations.Examples(train, train_rows, block, pad),
+                eval=conversations.Examples(evals, eval_rows, block, pad), meta=meta)
 
 
 def cache_dir(cfg) -> Path:

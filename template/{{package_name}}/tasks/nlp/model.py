@@ -96,7 +96,9 @@ class GPT(nn.Cell):
 
 
 class LanguageModelLoss(nn.Cell):
-    """Mean cross-entropy of predicting token t+1 from tokens 0..t, over every position."""
+    """Mean cross-entropy of predicting token t+1 from tokens 0..t, over every position; with a
+    ``mask`` of the targets (chat data: the assistant's tokens), the mean over each row's
+    targets, averaged over the rows (so k micro-batches are still one batch of k rows)."""
 
     def __init__(self, network: nn.Cell):
         super().__init__()
@@ -104,10 +106,15 @@ class LanguageModelLoss(nn.Cell):
         # One fused softmax + NLL kernel: much cheaper on CPU than nn.CrossEntropyLoss's small ops.
         self.cross_entropy = ops.SparseSoftmaxCrossEntropyWithLogits()
 
-    def construct(self, tokens):  # (B, T + 1) int32
+    def construct(self, tokens, mask=None):  # (B, T + 1) int32, (B, T) float32
         logits = self.network(tokens[:, :-1])  # (B, T, vocab)
         targets = tokens[:, 1:]  # the same blocks shifted left by one
-        return self.cross_entropy(logits.reshape(-1, logits.shape[-1]).astype(ms.float32), targets.reshape(-1))
+        if mask is None:
+            return self.cross_entropy(logits.reshape(-1, logits.shape[-1]).astype(ms.float32), targets.reshape(-1))
+        log_probs = ops.log_softmax(logits.astype(ms.float32), -1)
+        losses = -ops.gather_elements(log_probs, -1, targets.expand_dims(-1)).squeeze(-1)  # (B, T)
+        per_row = (losses * mask).sum(-1) / ops.maximum(mask.sum(-1), 1.0)  # a row without targets: 0
+        return per_row.mean()
 
 
 class TokenLosses(nn.Cell):

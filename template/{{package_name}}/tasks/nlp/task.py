@@ -80,7 +80,8 @@ def warm_start(network: nn.Cell, cfg) -> None:
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
     """Loss and perplexity per token over the held-out windows of the eval budget (windows of
-    ``model.block_size`` tokens, ``block_size`` apart, read from the token file), beside the
+    ``model.block_size`` tokens, ``block_size`` apart, read from the token file; chat data:
+    its examples, scored on the assistant's tokens only), beside the
     perplexity of the unigram baseline (training-split token counts) on the same tokens."""
     block = cfg.model.block_size
     windows = budget(len(data.eval), cfg.eval.max_examples, cfg.seed)
@@ -90,14 +91,15 @@ def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
     size = cfg.train.batch_size
     total, targets = 0.0, []
     for i in range(0, len(windows), size):
-        (batch,) = data.eval.take(windows[i:i + size])  # (b, block + 1)
+        batch, *mask = data.eval.take(windows[i:i + size])  # (b, block + 1); chat: the targets' mask (b, block)
         inputs, wanted = np.zeros((2, size, block), dtype=np.int32)
         inputs[:len(batch)], wanted[:len(batch)] = batch[:, :-1], batch[:, 1:]
         losses = token_losses(Tensor(inputs), Tensor(wanted)).asnumpy()[:len(batch)]  # (b, T) float32
-        total += losses.astype(np.float64).sum()
-        targets.append(batch[:, 1:])
+        scored = mask[0] > 0 if mask else np.ones(losses.shape, bool)  # chat: the assistant's tokens only
+        total += losses[scored].astype(np.float64).sum()
+        targets.append(batch[:, 1:][scored])
     targets = np.concatenate(targets)
-    loss = total / targets.size
+    loss = total / max(targets.size, 1)
     counts = np.asarray(data.meta["unigram_counts"], dtype=np.float64) + 1.0  # add-one: no zero probability
     unigram_loss = -np.log(counts[targets] / counts.sum()).mean()
     return {"loss": float(loss), "perplexity": math.exp(loss), "unigram_ppl": math.exp(unigram_loss),

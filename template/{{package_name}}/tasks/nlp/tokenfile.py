@@ -31,21 +31,28 @@ class TokenFile:
     def __init__(self, folder: Path):
         info = json.loads((folder / "info.json").read_text(encoding="utf-8"))
         self.folder, self.path = folder, folder / "tokens.bin"
-        self.dtype, self.n = np.dtype(info["dtype"]), int(info["tokens"])
+        self.dtype, self.n, self.source = np.dtype(info["dtype"]), int(info["tokens"]), info["source"]
+        self.masked = (folder / "mask.bin").is_file()  # chat data: which tokens are loss targets
 
     def tokens(self) -> np.ndarray:
         """All ids, memory-mapped (read from disk as they are indexed)."""
         return np.memmap(self.path, dtype=self.dtype, mode="r", shape=(self.n,))
 
+    def mask(self) -> np.ndarray:
+        """Chat data: 1 where the token is a loss target (the assistant's), memory-mapped."""
+        return np.memmap(self.folder / "mask.bin", dtype=np.uint8, mode="r", shape=(self.n,))
+
     def counts(self, stop: int, vocab_size: int) -> np.ndarray:
-        """How often each id occurs in the first ``stop`` tokens (the training split): counted
+        """How often each id occurs in the first ``stop`` tokens (the training split; chat: as a target): counted
         once in chunks over the memmap, then kept beside the tokens."""
         path = self.folder / f"counts-{stop}.npy"
         if path.is_file():
             return np.load(path)
         tokens, counts = self.tokens(), np.zeros(vocab_size, np.int64)
-        for i in range(0, stop, COUNT_CHUNK):
-            counts += np.bincount(tokens[i:min(i + COUNT_CHUNK, stop)], minlength=vocab_size)[:vocab_size]
+        for i in range(0, stop, COUNT_CHUNK):  # chat data: the targets only (the baseline scores them)
+            weights = self.mask()[i:min(i + COUNT_CHUNK, stop)] if self.masked else None
+            chunk = np.bincount(tokens[i:min(i + COUNT_CHUNK, stop)], weights, minlength=vocab_size)
+            counts += chunk[:vocab_size].astype(np.int64)
         tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npy")
         np.save(tmp, counts)
         os.replace(tmp, path)
