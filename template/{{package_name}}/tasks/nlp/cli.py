@@ -4,11 +4,12 @@
     python generate.py --checkpoint runs/<run>/best.ckpt --prompt "The " --max-new-tokens 300
     python generate.py --checkpoint runs/<run>/best.ckpt --temperature 0.8 --top-k 20 --top-p 0.9 --seed 1
     python generate.py --checkpoint weights/qwen.ckpt --chat "What is a closure?"  # its chat template
+    python generate.py --checkpoint runs/<run>/best.ckpt --chat   # a conversation, read from the terminal
     python generate.py --prompt "The " --no-cache           # no key/value cache: same text, slower
 
-The same checkpoint, prompt and --seed give the same text; it ends at an end-of-text token or
-after --max-new-tokens. Unset sampling flags take an imported model's generation_config.json
-values, else the defaults below. The sampler is ``generate.py`` beside this module.
+The same checkpoint, prompt and --seed give the same text; it ends at an end-of-text token (in a
+chat, at the end of the assistant's turn) or after --max-new-tokens. Unset sampling flags take
+an imported model's generation_config.json values, else the defaults below. The sampler is ``generate.py`` beside this module.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ def main() -> NoReturn:
     p = parser("Generate text with a trained language model.", checkpoint=True)
     text = p.add_mutually_exclusive_group()
     text.add_argument("--prompt", default="", help="text to continue (default: empty)")
-    text.add_argument("--chat", metavar="MESSAGE", help="a user message, answered through the checkpoint's chat "
-                                                          "template (an imported model's)")
+    text.add_argument("--chat", metavar="MESSAGE", nargs="?", const="",
+                      help="a user message, answered through the checkpoint's chat template; with no MESSAGE, "
+                           "a conversation read from the terminal (an empty line or Ctrl-D ends it)")
     p.add_argument("--max-new-tokens", type=int, default=300, help="tokens to generate (default: %(default)s)")
     p.add_argument("--temperature", type=float, default=None,
                    help="< 1 sharper, > 1 more random, 0 greedy (default: the checkpoint's, else 0.8)")
@@ -55,13 +57,44 @@ def _generate(args: argparse.Namespace) -> None:
     saved = trained.meta.get("generation", {})
     settings = {key: getattr(args, key) if getattr(args, key) is not None else saved.get(key, default)
                 for key, default in DEFAULTS.items()}
-    prompt = args.prompt
-    if args.chat is not None:
-        prompt = render(trained.meta, [{"role": "user", "content": args.chat}], add_generation_prompt=True)
-    else:
-        print(prompt, end="", flush=True)
-    for piece in stream(trained.network, trained.meta, trained.cfg.model.block_size, prompt, args.max_new_tokens,
-                        settings["temperature"], settings["top_k"], args.seed, args.cache, settings["top_p"]):
-        print(piece, end="", flush=True)
-    print()
-    sys.stdout.flush()
+
+    def answer(prompt: str, stop: tuple[str, ...] = ()) -> str:
+        pieces = []
+        for piece in stream(trained.network, trained.meta, trained.cfg.model.block_size, prompt, args.max_new_tokens,
+                            settings["temperature"], settings["top_k"], args.seed, args.cache, settings["top_p"],
+                            stop):
+            print(piece, end="", flush=True)
+            pieces.append(piece)
+        print(flush=True)
+        return "".join(pieces)
+
+    if args.chat is None:
+        print(args.prompt, end="", flush=True)
+        answer(args.prompt)
+        return
+    stop = end_of_turn(trained.meta)
+    messages = [{"role": "user", "content": args.chat or ask()}]
+    while messages[-1]["content"]:
+        reply = answer(render(trained.meta, messages, add_generation_prompt=True), stop)
+        if args.chat:  # one message: one answer
+            return
+        messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": ask()}]
+
+
+def ask() -> str:
+    """The user's next message from the terminal; empty at an empty line or the end of input."""
+    try:
+        return input("> " if sys.stdin.isatty() else "").strip()
+    except EOFError:
+        return ""
+
+
+def end_of_turn(meta: dict) -> tuple[str, ...]:
+    """Texts that end an assistant's turn: the model's end-of-sequence token (Qwen's <|im_end|>,
+    Llama-3's <|eot_id|>) as text, and ChatML's for a model trained here with the default template."""
+    from .conversations import DEFAULT_TEMPLATE
+
+    ends = {meta.get("special_tokens", {}).get("eos_token")}
+    if meta.get("chat_template") == DEFAULT_TEMPLATE:
+        ends.add("<|im_end|>")
+    return tuple(sorted(e for e in ends if isinstance(e, str) and e))

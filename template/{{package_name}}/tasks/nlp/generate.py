@@ -26,17 +26,19 @@ from ...engine.errors import UserError
 
 def sample(network, meta: dict, block_size: int, prompt: str = "", max_new_tokens: int = 200,
            temperature: float = 1.0, top_k: int | None = None, seed: int = 0, cache: bool = True,
-           top_p: float | None = None) -> str:
+           top_p: float | None = None, stop: tuple[str, ...] = ()) -> str:
     """Return up to ``max_new_tokens`` new tokens, decoded (the prompt is not repeated)."""
-    return "".join(stream(network, meta, block_size, prompt, max_new_tokens, temperature, top_k, seed, cache, top_p))
+    return "".join(stream(network, meta, block_size, prompt, max_new_tokens, temperature, top_k, seed, cache, top_p,
+                          stop))
 
 
 def stream(network, meta: dict, block_size: int, prompt: str = "", max_new_tokens: int = 200,
            temperature: float = 1.0, top_k: int | None = None, seed: int = 0, cache: bool = True,
-           top_p: float | None = None):
+           top_p: float | None = None, stop: tuple[str, ...] = ()):
     """The new text piece by piece, as tokens are drawn; it stops at an end-of-text token (the
-    checkpoint's ``generation.eos_token_ids``, or its tokenizer's), which is not shown. A piece
-    never ends inside a character: bytes of one split across tokens wait for the rest."""
+    checkpoint's ``generation.eos_token_ids``, or its tokenizer's) or at a ``stop`` text (a chat
+    turn's end, however it is tokenised), neither of which is shown. A piece never ends inside
+    a character: bytes of one split across tokens wait for the rest."""
     from .data import Tokenizer
 
     check_settings(max_new_tokens, temperature, top_k, top_p)
@@ -59,9 +61,15 @@ def stream(network, meta: dict, block_size: int, prompt: str = "", max_new_token
         ids.append(token)
         new.append(token)
         text = tokenizer.decode(new)
-        if not text.endswith("\ufffd"):  # a character still incomplete: wait for its next bytes
-            yield text[len(shown):]
-            shown = text
+        ended = min((text.index(s) for s in stop if s in text), default=None)
+        if ended is not None:
+            yield text[len(shown):ended]
+            return
+        # A character still incomplete waits for its next bytes; a stop text's start, for the rest of it.
+        held = max((k for s in stop for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
+        if not text.endswith("\ufffd") and len(text) - held > len(shown):
+            yield text[len(shown):len(text) - held]
+            shown = text[:len(text) - held]
     if tokenizer.decode(new) != shown:
         yield tokenizer.decode(new)[len(shown):]
 
