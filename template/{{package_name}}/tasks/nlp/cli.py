@@ -9,7 +9,8 @@
 
 The same checkpoint, prompt and --seed give the same text; it ends at an end-of-text token (in a
 chat, at the end of the assistant's turn) or after --max-new-tokens. Unset sampling flags take
-an imported model's generation_config.json values, else the defaults below. The sampler is ``generate.py`` beside this module.
+an imported model's generation_config.json values, else the defaults below. The sampler is
+``generate.py`` beside this module.
 """
 
 from __future__ import annotations
