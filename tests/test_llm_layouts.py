@@ -5,6 +5,7 @@ released), saved by transformers' own ``save_pretrained``, must give transformer
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from test_weights import mindspore_logits, run
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
+peft = pytest.importorskip("peft")
 
 TOKENS = 320  # the tokenizer's; an embedding may have more rows (Qwen2.5 pads them)
 SIZES = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
@@ -114,8 +116,8 @@ def test_an_old_style_linear_rope_scaling_is_read_as_linear(project, tmp_path):
     assert converted.returncode == 0, converted.stderr[-2000:]
 
 
-def exported_folder(project, source, out: str, *extra: str):
-    result = run(project, "export.py", "--checkpoint", source, "--format", "hf", "--out", out, *extra)
+def exported_folder(project, source, out: str, *extra: str, fmt: str = "hf"):
+    result = run(project, "export.py", "--checkpoint", source, "--format", fmt, "--out", out, *extra)
     assert result.returncode == 0, result.stderr[-2000:]
     return project / out
 
@@ -186,3 +188,13 @@ def test_a_lora_fine_tune_exports_merged_with_our_logits(project, tmp_path):
     with torch.no_grad():
         assert np.abs(base(torch.from_numpy(tokens).long()).logits.numpy() - theirs).max() > 1e-3
     assert np.abs(ours - theirs).max() <= 1e-4 * np.abs(ours).max()
+    # The adapters alone, as PEFT saves them, over the original Hugging Face folder
+    adapters = exported_folder(project, best, "peft-lora", fmt="peft")
+    with warnings.catch_warnings(record=True) as caught:  # PEFT only warns of missing or unexpected keys
+        warnings.simplefilter("always")
+        tuned = peft.PeftModel.from_pretrained(load_hf(tmp_path / "qwen"), str(adapters)).eval()
+    assert not [w for w in caught if "adapter keys" in str(w.message)], [str(w.message) for w in caught]
+    with torch.no_grad():
+        theirs = tuned(torch.from_numpy(tokens).long()).logits.numpy()
+    assert np.abs(ours - theirs).max() <= 1e-4 * np.abs(ours).max()
+    assert json.loads((adapters / "adapter_config.json").read_text())["r"] == 4

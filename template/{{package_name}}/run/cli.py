@@ -99,9 +99,10 @@ def export_main() -> NoReturn:
                checkpoint=True)
     p.add_argument("--out", default="export", help="output folder (default: %(default)s)")
     p.add_argument("--format", default="mindir",
-                   help="mindir | onnx | mindir,onnx | hf (nlp llama: a Hugging Face folder) (default: %(default)s)")
+                   help="mindir | onnx | mindir,onnx; nlp llama: hf (a Hugging Face folder) | peft (its LoRA adapters "
+                        "alone) (default: %(default)s)")
     p.add_argument("--batch", type=int, default=1, help="the ONNX graph's fixed batch size (default: %(default)s)")
-    p.add_argument("--dtype", default="fp32", help="hf: the weights' fp32 | fp16 | bf16 (default: %(default)s)")
+    p.add_argument("--dtype", default="fp32", help="hf, peft: the weights' fp32 | fp16 | bf16 (default: %(default)s)")
     args = p.parse_args()
 
     def main():

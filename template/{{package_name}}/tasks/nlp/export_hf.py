@@ -10,12 +10,17 @@ transformers, vLLM and llama.cpp's converter read.
 - ``tokenizer.json``, ``tokenizer_config.json`` (chat template, special tokens),
   ``generation_config.json`` (end-of-text ids, sampling defaults).
 
-The folder is written beside ``DIR`` and renamed into place: an existing ``DIR`` is refused and
+``export.py --format peft --out DIR``: the LoRA adapters alone as the folder PEFT writes
+(``adapter_config.json``, ``adapter_model.safetensors``), for ``PeftModel.from_pretrained(base, DIR)``
+over the Hugging Face model the fine-tune started from.
+
+Each folder is written beside ``DIR`` and renamed into place: an existing ``DIR`` is refused and
 an interrupted export leaves nothing half-written under that name.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -40,12 +45,7 @@ def write(trained, out: Path, dtype: str = "fp32") -> dict[str, Path]:
                         "train with data.tokenizer=bpe")
     if dtype not in DTYPES:
         raise UserError(f"--dtype {dtype}: expected one of {', '.join(DTYPES)}")
-    if out.exists():
-        raise UserError(f"{out} exists: export to a new --out folder")
-    tmp = out.with_name(f".{out.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)  # left by an interrupted export
-    tmp.mkdir(parents=True)
-    try:
+    with new_folder(out) as tmp:
         config, written_from_sizes = hf_config(trained, dtype)
         lora.merge(trained.network)
         tensors = {name: p.asnumpy() for name, p in trained.network.parameters_and_names()
@@ -64,11 +64,43 @@ def write(trained, out: Path, dtype: str = "fp32") -> dict[str, Path]:
             {"eos_token_id": eos[0] if len(eos) == 1 else eos, **{k: v for k, v in generation.items()
                                                                    if k != "eos_token_ids"},
              **({"do_sample": True} if "temperature" in generation else {})}, indent=2), encoding="utf-8")
+    return {"hf": out, **({"config written from our sizes": out / "config.json"} if written_from_sizes else {})}
+
+
+def write_adapters(trained, out: Path, dtype: str = "fp32") -> dict[str, Path]:
+    """The LoRA adapters as PEFT saves them: A and B under PEFT's names, scaled by alpha / rank."""
+    lora_cfg = trained.cfg.model.lora
+    if not lora_cfg.rank:
+        raise UserError("--format peft: this checkpoint has no LoRA adapters (model.lora.rank is 0); "
+                        "export the whole model with --format hf")
+    if dtype not in DTYPES:
+        raise UserError(f"--dtype {dtype}: expected one of {', '.join(DTYPES)}")
+    tensors = {f"base_model.model.{name}.weight": p.asnumpy() for name, p in trained.network.parameters_and_names()
+               if lora.is_adapter(name)}
+    base = trained.meta.get("hf_config", {}).get("_name_or_path") or trained.cfg.model.pretrained
+    config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": lora_cfg.rank, "lora_alpha": lora_cfg.alpha,
+              "lora_dropout": lora_cfg.dropout, "target_modules": sorted(lora_cfg.targets), "bias": "none",
+              "fan_in_fan_out": False, "inference_mode": True, "base_model_name_or_path": base}
+    with new_folder(out) as tmp:
+        save_file(tensors, tmp / "adapter_model.safetensors", dtype)
+        (tmp / "adapter_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return {"peft": out}
+
+
+@contextlib.contextmanager
+def new_folder(out: Path):
+    """A temporary folder beside ``out``, renamed to ``out`` when filled: never a half-written ``out``."""
+    if out.exists():
+        raise UserError(f"{out} exists: export to a new --out folder")
+    tmp = out.with_name(f".{out.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)  # left by an interrupted export
+    tmp.mkdir(parents=True)
+    try:
+        yield tmp
         os.rename(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return {"hf": out, **({"config written from our sizes": out / "config.json"} if written_from_sizes else {})}
 
 
 def hf_config(trained, dtype: str) -> tuple[dict, bool]:
