@@ -99,7 +99,7 @@ class TrainStep:
         finite = amp.all_finite(grads) if self.check_overflow else ms.Tensor(True)
         if finite:
             if self.grad_clip is not None:
-                grads = ops.clip_by_global_norm(grads, self.grad_clip)
+                grads = clip_by_global_norm(grads, self.grad_clip)
             self.optimizer(grads)
             self.constrain()
         else:  # a skipped step keeps its place in the schedule (as torch's scheduler.step() does)
@@ -107,6 +107,28 @@ class TrainStep:
         if self.check_overflow:
             self.scaler.adjust(finite)  # overflow: skip the update and shrink the scale
         return loss, finite
+
+
+def clip_by_global_norm(grads: tuple, max_norm: float) -> tuple:
+    """Every gradient times min(1, max_norm / (global L2 norm + 1e-6)), as PyTorch's
+    ``clip_grad_norm_``. Each gradient's squared norm is one dot product and the scaled copies
+    are made one at a time: ``ops.clip_by_global_norm`` (deprecated) kept a square and two
+    scaled copies of every gradient alive at once (+1.5 GB on a 100 M-parameter model)."""
+    norm = ops.sqrt(ops.addn(_hyper_map(_squared_norm, grads)))
+    factor = ops.minimum(max_norm / (norm + 1e-6), 1.0)
+    return _hyper_map(ops.partial(_scaled, factor), grads)
+
+
+_hyper_map = ops.HyperMap()
+
+
+def _squared_norm(g):
+    flat = g.reshape(-1).astype(ms.float32)
+    return ops.tensor_dot(flat, flat, 1)
+
+
+def _scaled(factor, g):
+    return g * factor.astype(g.dtype)
 
 
 def _eager(fn):
