@@ -1,4 +1,6 @@
-"""A ~100 M-parameter Llama-layout LM: full fine-tuning vs LoRA (rank 8 on q/v) vs PyTorch eager.
+"""A ~100 M-parameter Llama-layout LM: full fine-tuning and LoRA (rank 8 on q/v), MindSpore vs
+PyTorch eager (transformers, + PEFT for LoRA), on chat rows (the loss on the assistant's tokens:
+the second half of each row, as ``data.format: chat`` masks them).
 
     python benchmarks/bench_llama.py [--steps 4]
 
@@ -7,8 +9,9 @@ llama`` network of 12 layers x 768 (12 heads, 4 key/value heads, MLP 2048, vocab
 tied head: ~100 M parameters) and times its optimizer step (AdamW, batch 2 x 128 tokens)
 with the project's own jit step, each case in a fresh process so peak RSS is its own: full
 fine-tuning, LoRA rank 8 on q_proj/v_proj, and transformers' ``LlamaForCausalLM`` of the same
-shapes in PyTorch eager (full fine-tuning, torch.optim.AdamW). Also: optimizer-state bytes,
-and tokens/s of cached generation (``generate.CachedDecoder``). Not a test: it prints figures.
+shapes in PyTorch eager (full fine-tuning, and LoRA through PEFT; torch.optim.AdamW), gradient
+clipping at 1.0 in all. Also: optimizer-state bytes, and tokens/s of cached generation
+(``generate.CachedDecoder``). Not a test: it prints figures.
 """
 
 from __future__ import annotations
@@ -90,7 +93,9 @@ def mindspore_case(project: Path, lora: bool, steps: int) -> dict:
     tokens = (
         np.random.default_rng(0).integers(0, s["vocab"], (s["batch"], s["block_size"] + 1)).astype(np.int32)
     )
-    batch = (ms.Tensor(tokens),)
+    mask = np.zeros((s["batch"], s["block_size"]), np.float32)
+    mask[:, s["block_size"] // 2:] = 1  # the assistant's half of each chat row
+    batch = (ms.Tensor(tokens), ms.Tensor(mask))
     start = time.perf_counter()
     step(batch, apply=True)[1].asnumpy()
     compile_s = time.perf_counter() - start
@@ -120,7 +125,7 @@ def mindspore_case(project: Path, lora: bool, steps: int) -> dict:
     return result
 
 
-def torch_case(steps: int) -> dict:
+def torch_case(steps: int, lora: bool = False) -> dict:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -137,12 +142,20 @@ def torch_case(steps: int) -> dict:
         tie_word_embeddings=True,
     )
     model = LlamaForCausalLM(config).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=3e-4, weight_decay=0.1)
     tokens = torch.randint(0, s["vocab"], (s["batch"], s["block_size"] + 1))
+    targets = tokens[:, 1:].clone()
+    targets[:, : s["block_size"] // 2] = -100  # the prompt's half: no loss (as the MindSpore cases)
 
     def step():
-        loss = model(tokens[:, :-1], labels=None).logits.flatten(0, 1)
-        loss = torch.nn.functional.cross_entropy(loss, tokens[:, 1:].flatten())
+        logits = model(tokens[:, :-1]).logits
+        losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+        loss = (losses.sum(1) / (targets != -100).sum(1)).mean()  # each row's mean, as ours
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -162,6 +175,7 @@ def torch_case(steps: int) -> dict:
     )
     return {
         "params": sum(p.numel() for p in model.parameters()),
+        "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "optimizer_state_mb": state / 2**20,
         "ms_per_step": 1000 * sorted(times)[len(times) // 2],
         "peak_rss_mb": peak_rss_mb(),
@@ -172,13 +186,13 @@ def torch_case(steps: int) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=4)
-    p.add_argument("--case", choices=["full", "lora", "torch"], help=argparse.SUPPRESS)
+    p.add_argument("--case", choices=["full", "lora", "torch", "torch_lora"], help=argparse.SUPPRESS)
     p.add_argument("--project", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.case:  # a worker process: one case, its figures as JSON on the last line
         result = (
-            torch_case(args.steps)
-            if args.case == "torch"
+            torch_case(args.steps, args.case == "torch_lora")
+            if args.case.startswith("torch")
             else mindspore_case(Path(args.project), args.case == "lora", args.steps)
         )
         print(json.dumps(result))
@@ -190,7 +204,7 @@ def main() -> None:
 
         project = generate(Path(tmp), "nlp", name="nlp", git=False)
         results = {}
-        for case in ("full", "lora", "torch"):
+        for case in ("full", "torch", "lora", "torch_lora"):
             run = subprocess.run(
                 [
                     sys.executable,
@@ -210,24 +224,26 @@ def main() -> None:
             results[case] = (
                 json.loads(lines[-1]) if run.returncode == 0 and lines else {"error": run.stderr[-300:]}
             )
-    torch_ms = results["torch"].get("ms_per_step", float("nan"))
     print(
-        f"{'':<28}{'params':>8}{'trainable':>11}{'opt state':>11}{'ms/step':>9}{'peak RSS':>10}"
-        f"{'torch/ours':>11}"
+        f"{'':<30}{'params':>8}{'trainable':>11}{'opt state':>11}{'ms/step':>9}{'peak RSS':>10}"
+        f"{'torch ms/ours':>14}{'RSS/torch':>10}"
     )
     names = {
         "full": "MindSpore full fine-tune",
-        "lora": "MindSpore LoRA r8 q,v",
         "torch": "PyTorch eager full",
+        "lora": "MindSpore LoRA r8 q,v",
+        "torch_lora": "PyTorch + PEFT LoRA r8 q,v",
     }
     for case, r in results.items():
+        peer = results["torch_lora" if "lora" in case else "torch"]  # the same kind of fine-tuning
         if "error" in r:
-            print(f"{names[case]:<28}{r['error']}")
+            print(f"{names[case]:<30}{r['error']}")
             continue
         print(
-            f"{names[case]:<28}{r['params'] / 1e6:>7.1f}M{r.get('trainable', r['params']) / 1e6:>10.2f}M"
+            f"{names[case]:<30}{r['params'] / 1e6:>7.1f}M{r['trainable'] / 1e6:>10.2f}M"
             f"{r['optimizer_state_mb']:>9.0f}MB{r['ms_per_step']:>9.0f}{r['peak_rss_mb']:>8.0f}MB"
-            f"{torch_ms / r['ms_per_step']:>11.2f}"
+            f"{peer.get('ms_per_step', float('nan')) / r['ms_per_step']:>14.2f}"
+            f"{r['peak_rss_mb'] / peer.get('peak_rss_mb', float('nan')):>10.2f}"
         )
     full = results["full"]
     if "cached_tokens_per_s" in full:
