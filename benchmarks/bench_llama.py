@@ -48,10 +48,10 @@ def mindspore_case(project: Path, lora: bool, steps: int) -> dict:
     import mindspore as ms
     import numpy as np
     from nlp.engine import distributed, runtime
-    from nlp.engine.config import load_config
     from nlp.engine.optim import build_optimizer, lr_schedule
     from nlp.engine.step import build_train_step
     from nlp.engine.task import Comm, Model
+    from nlp.tasks import load_config
     from nlp.tasks.nlp import lora as adapters
     from nlp.tasks.nlp.generate import CachedDecoder
     from nlp.tasks.nlp.llama import FLOAT32_CELLS
