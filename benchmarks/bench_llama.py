@@ -43,7 +43,7 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def mindspore_case(project: Path, lora: bool, steps: int) -> dict:
+def mindspore_case(project: Path, lora: bool, steps: int, jit: bool = True) -> dict:
     sys.path.insert(0, str(project))
     import mindspore as ms
     import numpy as np
@@ -73,6 +73,8 @@ def mindspore_case(project: Path, lora: bool, steps: int) -> dict:
     ]
     if lora:
         sets.append("model.lora.rank=8")
+    if not jit:
+        sets.append("train.jit=false")
     cfg = load_config(str(project / "config" / "config.yaml"), sets)
     runtime.setup(cfg)
     network = ARCHS["llama"](s["vocab"], cfg.model)  # as build_model, without a 32,000-token tokenizer
@@ -112,7 +114,7 @@ def mindspore_case(project: Path, lora: bool, steps: int) -> dict:
         "compile_s": compile_s,
         "peak_rss_mb": peak_rss_mb(),
     }
-    if not lora:  # cached generation: 64 new tokens after an 8-token prompt
+    if not lora and jit:  # cached generation: 64 new tokens after an 8-token prompt
         model.network.set_train(False)
         decode, ids = CachedDecoder(model.network, s["block_size"]), tokens[0, :8].tolist()
         decode(ids)
@@ -186,15 +188,16 @@ def torch_case(steps: int, lora: bool = False) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=4)
-    p.add_argument("--case", choices=["full", "lora", "torch", "torch_lora"], help=argparse.SUPPRESS)
+    cases = ["full", "full_eager", "lora", "torch", "torch_lora"]
+    p.add_argument("--case", choices=cases, help=argparse.SUPPRESS)
     p.add_argument("--project", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.case:  # a worker process: one case, its figures as JSON on the last line
-        result = (
-            torch_case(args.steps, args.case == "torch_lora")
-            if args.case.startswith("torch")
-            else mindspore_case(Path(args.project), args.case == "lora", args.steps)
-        )
+        if args.case.startswith("torch"):
+            result = torch_case(args.steps, args.case == "torch_lora")
+        else:
+            lora, jit = args.case == "lora", args.case != "full_eager"
+            result = mindspore_case(Path(args.project), lora, args.steps, jit)
         print(json.dumps(result))
         return
     print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores; shapes {SHAPE}")
@@ -204,7 +207,7 @@ def main() -> None:
 
         project = generate(Path(tmp), "nlp", name="nlp", git=False)
         results = {}
-        for case in ("full", "torch", "lora", "torch_lora"):
+        for case in ("full", "full_eager", "torch", "lora", "torch_lora"):
             run = subprocess.run(
                 [
                     sys.executable,
@@ -230,6 +233,7 @@ def main() -> None:
     )
     names = {
         "full": "MindSpore full fine-tune",
+        "full_eager": "  the same, train.jit=false",
         "torch": "PyTorch eager full",
         "lora": "MindSpore LoRA r8 q,v",
         "torch_lora": "PyTorch + PEFT LoRA r8 q,v",
