@@ -206,9 +206,10 @@ def usable(tokens: TokenFile, block_size: int, overlong: str) -> np.ndarray:
     mask = tokens.mask()
     kept = np.asarray([i for i, start in enumerate(starts[:-1])
                        if mask[start + 1:min(starts[i + 1], start + block_size + 1)].any()], np.int64)
-    cut = int((lengths > block_size + 1).sum())
+    cut, dropped = int((lengths > block_size + 1).sum()), len(lengths) - len(kept)
     if cut:
+        gone = f", {dropped} of them dropped (no assistant token left)" if dropped else ""
         log.warning("%s: %d of %d examples are longer than model.block_size + 1 = %d tokens: cut to their first "
-                    "tokens, and %d of them dropped (no assistant token left; data.overlong=refuse names them)",
-                    tokens.source, cut, len(lengths), block_size + 1, len(lengths) - len(kept))
+                    "tokens%s (data.overlong=refuse names them)", tokens.source, cut, len(lengths), block_size + 1,
+                    gone)
     return kept
