@@ -167,18 +167,20 @@ def test_import_then_hf_export_is_the_identity(project, tmp_path, kind, dtype):
 
 
 def test_a_lora_fine_tune_exports_merged_with_our_logits(project, tmp_path):
-    """Import, LoRA-train with nothing restated but the rank, export: transformers gives our logits."""
+    """The user's round trip: import, LoRA on a chat file with nothing restated that a file says
+    (the README's command), answer a chat, export: transformers and PEFT give our logits."""
     hf_folder(tmp_path / "qwen", "qwen2.5")
     assert run(project, "convert_weights.py", str(tmp_path / "qwen"), "--out", "q.ckpt").returncode == 0
-    (tmp_path / "chat.txt").write_text("the quick brown fox jumps over the lazy dog\n" * 300)
-    trained = run(project, "train.py", "--set", "model.pretrained=q.ckpt", "--set", "model.lora.rank=4",
-                  "--set", "model.lora.targets=[q_proj, k_proj, v_proj, o_proj]",
-                  "--set", "train.max_steps=3",
-                  "--set", "optim.lr=0.05", "--set", f"data.path={tmp_path / 'chat.txt'}",
-                  "--set", "data.tokenizer=bpe", "--set", f"output.dir={tmp_path / 'runs'}",
-                  "--set", "output.plot=false")
+    turns = [{"from": "human", "value": "Where does the fox jump?"}, {"from": "gpt", "value": "Over it."}]
+    (tmp_path / "chat.jsonl").write_text((json.dumps({"conversations": turns}) + "\n") * 40)
+    sets = ["model.pretrained=q.ckpt", "model.lora.rank=4", f"data.path={tmp_path / 'chat.jsonl'}",
+            "model.lora.targets=[q_proj, k_proj, v_proj, o_proj]", "train.max_steps=3", "optim.lr=0.05",
+            f"output.dir={tmp_path / 'runs'}", "output.plot=false"]
+    trained = run(project, "train.py", *(arg for value in sets for arg in ("--set", value)))
     assert trained.returncode == 0, trained.stderr[-2000:]
     best = str(next((tmp_path / "runs").glob("*/best.ckpt")))
+    answer = run(project, "generate.py", "--checkpoint", best, "--chat", "Where?", "--max-new-tokens", "8")
+    assert answer.returncode == 0 and answer.stdout.strip(), answer.stderr[-2000:]
     folder = exported_folder(project, best, "hf-lora")
     tokens = np.random.default_rng(3).integers(0, TOKENS, (2, 32)).astype(np.int32)
     ours = mindspore_logits(project, tmp_path, best, tokens)  # unmerged: W x + B A x alpha / rank
