@@ -3,8 +3,8 @@
 Every decision of the loop is in ``fit``, where it happens: k micro-steps make one optimizer
 step, log rows, evaluation with ``best.ckpt`` / ``last.ckpt``, periodic saves, and a stop (a
 signal, early stopping, a callback) at a step every rank agrees on. Helpers below say *how*
-(build, save, evaluate), never *when*. Callbacks see a read-only ``Progress``; this module
-imports none of them (``run/train.py`` adds the console, loggers and manifest).
+(build, save, evaluate), never *when*. Callbacks see a read-only ``Progress`` (``progress.py``); this
+module imports none of them (``run/train.py`` adds the console, loggers and manifest).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from .data import Batches
 from .ema import EMA, NoEMA, build_ema
 from .errors import ConfigError, Interrupted
 from .optim import build_optimizer, current_lr, layer_scales, lr_schedule
+from .progress import Hooks, Progress
 from .resume import continued_config, find_resume, new_run_dir, resume_dir
 from .schema import Config
 from .signals import StopSignals
@@ -263,47 +264,3 @@ def sync_running_stats(run: Run) -> None:
     if isinstance(run.ema, EMA):
         with run.ema.applied():
             distributed.average_running_stats(run.network, run.comm)
-
-
-class Hooks:
-    """Calls a hook on every callback; a stop any rank's callback asked for is every rank's."""
-
-    def __init__(self, run: Run, callbacks: list, progress: Progress):
-        self.run, self.callbacks, self.progress = run, callbacks, progress
-
-    def __call__(self, name: str, *args) -> None:
-        for callback in self.callbacks:
-            method = getattr(callback, name, None)
-            if method is not None:
-                method(self.progress, *args)
-        self.run.stop_requested = distributed.any_rank(self.run.stop_requested, self.run.comm)
-
-
-class Progress:
-    """What a callback sees of the run: read-only, plus ``stop()`` to end it after this step."""
-
-    def __init__(self, run: Run):
-        self._run = run
-
-    cfg = property(lambda self: self._run.cfg)
-    state = property(lambda self: asdict(self._run.state), doc="a copy of the progress a checkpoint saves")
-    step = property(lambda self: self._run.state.step)
-    epoch = property(lambda self: self._run.state.epoch)
-    total_steps = property(lambda self: self._run.total_steps)
-    best = property(lambda self: self._run.state.best)
-    evals_since_best = property(lambda self: self._run.state.evals_since_best)
-    improved = property(lambda self: self._run.improved, doc="the last evaluation was a new best")
-    history = property(lambda self: tuple(self._run.history))
-    run_dir = property(lambda self: self._run.run_dir)
-    resumed_from = property(lambda self: self._run.resumed_from)
-    device = property(lambda self: self._run.device)
-    rank = property(lambda self: self._run.comm.rank)
-    world_size = property(lambda self: self._run.comm.size)
-    is_main = property(lambda self: self._run.comm.is_main)
-    skipped_steps = property(lambda self: self._run.state.skipped_steps)
-    network = property(lambda self: self._run.network)  # e.g. to inspect or dump weights
-    parameters = property(lambda self: self._run.optimizer.parameters)  # what the optimizer updates
-    data = property(lambda self: self._run.data)
-
-    def stop(self) -> None:
-        self._run.stop_requested = True

@@ -1,5 +1,5 @@
 """Callbacks: the loop calls each hook of every callback, in order, with a read-only
-``Progress`` of the run (``engine/loop.py``); ``progress.stop()`` ends the run after this step.
+``Progress`` of the run (``engine/progress.py``); ``progress.stop()`` ends the run after this step.
 
 Built in: the progress bar (``console.py``), the metric loggers of ``output.loggers``
 (``loggers.py``), the curve plot, and ``run/``'s manifest and health watch. Add your own in

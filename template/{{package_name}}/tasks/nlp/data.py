@@ -65,14 +65,10 @@ def load_data(cfg) -> Data:
     of the first tokens, ``Data.eval`` windows of the last ``data.eval_fraction``. Chat and
     instruction data (a JSONL): ``load_chat``."""
     if (kind := data_format(cfg)) != "text":
-        meta = {key: value for key, value in pretrained_meta(cfg).items() if key in INHERITED} \
-            if cfg.model.pretrained else {}
-        return load_chat(cfg, kind, chat_tokenizer(cfg, kind), meta)
+        return load_chat(cfg, kind, chat_tokenizer(cfg, kind), inherited_meta(cfg))
     corpus, cache = Corpus(cfg.data.path), cache_dir(cfg)
     data = split(cfg, corpus, fit_tokenizer(cfg, corpus, cache), cache)
-    if cfg.model.pretrained:  # an imported model's chat template, special tokens, generation defaults
-        saved = pretrained_meta(cfg)
-        data.meta.update({key: saved[key] for key in INHERITED if key in saved})
+    data.meta.update(inherited_meta(cfg))
     return data
 
 
@@ -165,6 +161,13 @@ def fit_tokenizer(cfg, corpus: Corpus, cache: Path) -> Tokenizer:
         return json.dumps(fitted.to_meta(), ensure_ascii=False)
 
     return Tokenizer.from_meta({"tokenizer": json.loads(cached_text(path, fit))})
+
+
+def inherited_meta(cfg) -> dict:
+    """What a fine-tune keeps of ``model.pretrained``'s task meta (``INHERITED``: an imported
+    model's chat template, special tokens, generation defaults, original config); {} without one."""
+    saved = pretrained_meta(cfg) if cfg.model.pretrained else {}
+    return {key: saved[key] for key in INHERITED if key in saved}
 
 
 def pretrained_meta(cfg) -> dict:
