@@ -5,12 +5,13 @@ released), saved by transformers' own ``save_pretrained``, must give transformer
 from __future__ import annotations
 
 import json
+import os
 import warnings
 
 import numpy as np
 import pytest
 from helpers import generate
-from test_weights import mindspore_logits, run
+from test_weights import mindspore_logits, onnx_outputs, run
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -116,6 +117,58 @@ def test_an_old_style_linear_rope_scaling_is_read_as_linear(project, tmp_path):
     assert converted.returncode == 0, converted.stderr[-2000:]
 
 
+GRADIENTS = """
+import sys
+import mindspore as ms
+import numpy as np
+from {package}.deploy.inference import load_trained
+from {package}.tasks.nlp.model import LanguageModelLoss
+
+network = load_trained(sys.argv[1]).network
+network.set_train(True)
+params = network.trainable_params()
+grad = ms.value_and_grad(LanguageModelLoss(network), None, params)
+batch = np.load(sys.argv[2])
+for mode, fn in (("jit", ms.jit(grad)), ("eager", grad)):
+    loss, grads = fn(ms.Tensor(batch["tokens"]), ms.Tensor(batch["mask"]))
+    named = {{p.name.removeprefix("network."): g.asnumpy() for p, g in zip(params, grads)}}
+    np.savez(f"{{sys.argv[3]}}.{{mode}}.npz", loss=loss.asnumpy(), **named)
+"""
+
+
+@pytest.mark.parametrize("kind", ["qwen3", "qwen2.5"])
+def test_training_gradients_are_transformers_gradients(project, tmp_path, kind):
+    """The gradients a chat fine-tune steps on (loss on each row's masked tokens), compiled and
+    eager, equal torch autograd's through transformers' model, parameter by parameter: the
+    hand-written softmax backward and the grouped attention layout included."""
+    reference = hf_folder(tmp_path / kind, kind)
+    converted = run(project, "convert_weights.py", str(tmp_path / kind), "--out", f"{kind}.ckpt")
+    assert converted.returncode == 0, converted.stderr[-2000:]
+    rng = np.random.default_rng(2)
+    tokens = rng.integers(0, TOKENS, (2, 33)).astype(np.int32)
+    mask = (rng.random((2, 32)) < 0.5).astype(np.float32)
+    np.savez(tmp_path / "batch.npz", tokens=tokens, mask=mask)
+    (tmp_path / "grads.py").write_text(GRADIENTS.format(package=project.name), encoding="utf-8")
+    result = run(project, str(tmp_path / "grads.py"), f"{kind}.ckpt", str(tmp_path / "batch.npz"),
+                 str(tmp_path / "grads"), env={**os.environ, "PYTHONPATH": str(project)})
+    assert result.returncode == 0, result.stderr[-2000:]
+
+    reference.train()
+    logits = reference(torch.from_numpy(tokens[:, :-1]).long()).logits
+    losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), torch.from_numpy(tokens[:, 1:]).long(),
+                                               reduction="none")
+    weights = torch.from_numpy(mask)
+    loss = ((losses * weights).sum(1) / weights.sum(1)).mean()
+    loss.backward()
+    expected = {name: p.grad.numpy() for name, p in reference.named_parameters()}
+    for mode in ("jit", "eager"):
+        ours = np.load(tmp_path / f"grads.{mode}.npz")
+        assert set(ours.files) - {"loss"} == set(expected)
+        assert abs(float(ours["loss"]) - loss.item()) <= 1e-5 * loss.item()
+        for name, grad in expected.items():
+            assert np.abs(ours[name] - grad).max() <= 1e-4 * np.abs(grad).max() + 1e-7, (mode, name)
+
+
 def exported_folder(project, source, out: str, *extra: str, fmt: str = "hf"):
     result = run(project, "export.py", "--checkpoint", source, "--format", fmt, "--out", out, *extra)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -164,6 +217,20 @@ def test_import_then_hf_export_is_the_identity(project, tmp_path, kind, dtype):
                   "--out", f"hf-{kind}")
     lines = refused.stderr.strip().splitlines()
     assert refused.returncode != 0 and len(lines) == 1 and "exists" in lines[0]
+
+
+def test_an_imported_llama_exports_to_onnx_with_transformers_logits(project, tmp_path):
+    """Grouped-query attention with per-head q/k norms (Qwen3), run by onnxruntime; the padded
+    window's real positions give transformers' logits."""
+    reference = hf_folder(tmp_path / "qwen3", "qwen3")
+    converted = run(project, "convert_weights.py", str(tmp_path / "qwen3"), "--out", "onnx.ckpt")
+    assert converted.returncode == 0, converted.stderr[-2000:]
+    tokens = np.zeros((1, 64), np.int32)
+    tokens[0, :20] = np.random.default_rng(3).integers(0, TOKENS, 20)
+    logits = onnx_outputs(project, "onnx.ckpt", "onnx_export", {"lm": {"tokens": tokens}})["lm"]
+    with torch.no_grad():
+        expected = reference(torch.from_numpy(tokens[:, :20]).long()).logits.numpy()
+    assert np.abs(logits[:, :20] - expected).max() <= 1e-4 * np.abs(expected).max()
 
 
 def test_a_lora_fine_tune_exports_merged_with_our_logits(project, tmp_path):

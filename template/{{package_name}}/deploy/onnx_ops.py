@@ -6,7 +6,8 @@ the same function from exportable primitives, while the trained network, its wei
 training or evaluation graph keep MindSpore's own kernels. What 2.10's exporter refuses
 (measured; "Can not find key ... in convert map"): GroupNorm, PadV3 (``ops.pad``), Erf (exact
 GELU), MaskedFill (causal attention), Rsqrt (RMSNorm), CumSum (CLIP's end-of-text pooling),
-Sign, Reciprocal, and ``ops.clamp`` with one bound None.
+Sign, Reciprocal, ``ops.clamp`` with one bound None, and the copy (TensorMove) behind
+``mint.permute`` / ``mint.transpose`` (Llama's attention: they keep less memory in training).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from contextlib import contextmanager
 from unittest import mock
 
 import numpy as np
-from mindspore import Tensor, ops
+from mindspore import Tensor, mint, ops
 
 # Abramowitz & Stegun 7.1.26: |erf error| <= 1.5e-7, below float32 rounding of GELU's output.
 _P = 0.3275911
@@ -74,6 +75,15 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
     return x * weight.reshape(shape) + bias.reshape(shape)
 
 
+def permute(x, dims):  # mint.permute
+    return ops.transpose(x, dims)
+
+
+def transpose(x, dim0, dim1):  # mint.transpose
+    return ops.swapaxes(x, dim0, dim1)
+
+
+MINT_REWRITES = {"permute": permute, "transpose": transpose}
 REWRITES = {"erf": erf, "rsqrt": rsqrt, "masked_fill": masked_fill, "clamp": clamp, "pad": pad,
             "group_norm": group_norm, "cumsum": cumsum}
 
@@ -81,7 +91,7 @@ REWRITES = {"erf": erf, "rsqrt": rsqrt, "masked_fill": masked_fill, "clamp": cla
 @contextmanager
 def exportable() -> Iterator[None]:
     """``ms.export(..., file_format="ONNX")`` inside this block writes the rewritten ops."""
-    with mock.patch.multiple(ops, **REWRITES):
+    with mock.patch.multiple(ops, **REWRITES), mock.patch.multiple(mint, **MINT_REWRITES):
         yield
 
 

@@ -106,7 +106,9 @@ class AdamW(nn.Adam):
         lr = self.get_lr()  # this step's rate(s) (Adam's construct then advances global_step)
         for param, index in zip(self.decay_params, self.decay_index):
             rate = lr[index] if self.is_group_lr else lr
-            ops.assign(param, param * (1 - rate * self.decoupled_wd))
+            # After the parameter's gradient: computed earlier (as soon as lr is known), every
+            # decayed copy would wait in memory for the backward pass (+400 MB on a 100 M model).
+            ops.assign(param, ops.depend(param, gradients[index]) * (1 - rate * self.decoupled_wd))
         return super().construct(gradients)
 
 

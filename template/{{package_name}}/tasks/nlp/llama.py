@@ -7,8 +7,12 @@ matrix, or tied to the embedding). The parameters are named as ``LlamaForCausalL
 importing their weights (``convert_weights.py``) is a name-for-name copy.
 
 - Grouped-query attention: ``n_kv_head`` key/value heads, each shared by ``n_head / n_kv_head``
-  query heads. The queries are kept as (B, KV, G, T, D) and the keys as (B, KV, 1, D, T): the
-  score matmul broadcasts over the group axis, so keys and values are never repeated.
+  query heads. The G query heads of a key/value head are the rows of one (G * T, D) matrix and
+  the keys are kept as (B, KV, D, T): one plain batched matmul, keys and values never repeated.
+- Memory (MindSpore 2.10, CPU, compiled): an elementwise op that broadcasts, and ``Tensor.transpose``,
+  keep index tables of up to 4x their output alive per graph node; so every broadcast here is an
+  explicit ``ops.broadcast_to`` (softmax's backward too) and axes move with ``mint.permute``
+  (the ~100 M model's fine-tuning peak: see the README).
 - ``bias``: biases on q/k/v only, as Qwen2 has them (o_proj and the MLP never have one).
 - ``head_dim`` may differ from d_model / n_head, and ``qk_norm`` RMS-normalises each query and
   key head before RoPE (Qwen3's ``q_norm`` / ``k_norm``).
@@ -28,7 +32,7 @@ import math
 
 import mindspore as ms
 import numpy as np
-from mindspore import Parameter, Tensor, nn, ops
+from mindspore import Parameter, Tensor, mint, nn, ops
 from mindspore.common.initializer import Normal, initializer
 
 from .lora import LoRADense
@@ -45,8 +49,8 @@ class RMSNorm(nn.Cell):
     def construct(self, x):
         dtype = x.dtype
         x = x.astype(ms.float32)
-        x = x * ops.rsqrt((x * x).mean(-1, keep_dims=True) + self.eps)
-        return self.weight * x.astype(dtype)
+        x = x * ops.broadcast_to(ops.rsqrt((x * x).mean(-1, keep_dims=True) + self.eps), x.shape)
+        return ops.broadcast_to(self.weight, x.shape) * x.astype(dtype)
 
 
 class Softmax32(nn.Cell):
@@ -54,6 +58,11 @@ class Softmax32(nn.Cell):
 
     def construct(self, scores):
         return ops.softmax(scores.astype(ms.float32), axis=-1).astype(scores.dtype)
+
+    def bprop(self, scores, out, dout):  # autodiff's, with the row sums broadcast explicitly
+        out, dout = out.astype(ms.float32), dout.astype(ms.float32)
+        total = ops.broadcast_to((dout * out).sum(-1, keepdims=True), dout.shape)
+        return (((dout - total) * out).astype(scores.dtype),)
 
 
 FLOAT32_CELLS = (RMSNorm, Softmax32)  # kept float32 under amp O2 (engine/step.py's black list)
@@ -88,7 +97,17 @@ def rope_tables(block_size: int, d_head: int, theta: float, scaling=None) -> tup
 
 def rotate(x, cos, sin):  # x (..., T, D), cos/sin (T, D): RoPE
     x1, x2 = ops.split(x, x.shape[-1] // 2, axis=-1)
-    return x * cos.astype(x.dtype) + ops.cat((-x2, x1), axis=-1) * sin.astype(x.dtype)
+    cos, sin = ops.broadcast_to(cos.astype(x.dtype), x.shape), ops.broadcast_to(sin.astype(x.dtype), x.shape)
+    return x * cos + ops.cat((-x2, x1), axis=-1) * sin
+
+
+def permute(x, axes: tuple[int, ...]):
+    """``mint.permute``; a reshape when the axes that move all have length 1 (decoding one token:
+    a faster graph)."""
+    moving = [axis for axis in axes if x.shape[axis] != 1]
+    if moving == sorted(moving):
+        return x.reshape(tuple(x.shape[axis] for axis in axes))
+    return mint.permute(x, axes)
 
 
 def linear(d_in: int, d_out: int, bias: bool, name: str, lora) -> nn.Dense:
@@ -115,20 +134,21 @@ class LlamaAttention(nn.Cell):
         self.future = Tensor(np.triu(np.ones((block_size, block_size), dtype=bool), k=1))  # True: may not look
 
     def heads(self, x, cos, sin):
-        """(B, T, C) -> q (B, KV, G, T, D), k (B, KV, 1, D, T): transposed, v (B, KV, 1, T, D); rotated."""
+        """(B, T, C) -> q (B, KV, G, T, D), k (B, KV, D, T): transposed, v (B, KV, T, D); rotated."""
         b, t, _ = x.shape
-        q = self.q_proj(x).reshape(b, t, self.n_kv, self.groups, self.d_head).transpose(0, 2, 3, 1, 4)
-        k = self.k_proj(x).reshape(b, t, self.n_kv, 1, self.d_head).transpose(0, 2, 3, 1, 4)
+        q = permute(self.q_proj(x).reshape(b, t, self.n_kv, self.groups, self.d_head), (0, 2, 3, 1, 4))
+        k = permute(self.k_proj(x).reshape(b, t, self.n_kv, self.d_head), (0, 2, 1, 3))
         q, k = self.q_norm(q), self.k_norm(k)
-        v = self.v_proj(x).reshape(b, t, self.n_kv, 1, self.d_head).transpose(0, 2, 3, 1, 4)
-        return rotate(q, cos, sin), rotate(k, cos, sin).swapaxes(-1, -2), v
+        v = permute(self.v_proj(x).reshape(b, t, self.n_kv, self.d_head), (0, 2, 1, 3))
+        return rotate(q, cos, sin), permute(rotate(k, cos, sin), (0, 1, 3, 2)), v
 
-    def attend(self, q, k, v, hidden):  # hidden: True where a query may not look (broadcasts)
-        scores = ops.matmul(q, k) * self.scale  # (B, KV, G, Tq, Tk): broadcast over G
+    def attend(self, q, k, v, hidden):  # hidden: True where a query may not look, (Tq, Tk) or (Tk,)
+        b, kv, g, t, d = q.shape  # the G query heads of a key/value head as the rows of one matrix
+        scores = ops.matmul(q.reshape(b, kv, g * t, d), k) * self.scale  # (B, KV, G * Tq, Tk)
+        hidden = ops.broadcast_to(hidden, (b, kv, g, t, k.shape[-1])).reshape(scores.shape)
         weights = self.softmax(ops.masked_fill(scores, hidden, float("-inf")))
-        b, _, _, t, _ = q.shape
-        y = ops.matmul(weights, v).transpose(0, 3, 1, 2, 4).reshape(b, t, -1)  # (B, T, H * D)
-        return self.o_proj(y)
+        y = ops.matmul(weights, v).reshape(b, kv, g, t, d)
+        return self.o_proj(permute(y, (0, 3, 1, 2, 4)).reshape(b, t, -1))  # (B, T, H * D)
 
     def construct(self, x, cos, sin):  # (B, T, C) -> (B, T, C)
         return self.prefill(x, cos, sin)[0]
@@ -140,9 +160,9 @@ class LlamaAttention(nn.Cell):
 
     def step(self, x, cos, sin, k_cache, v_cache, slot, hidden):
         """x (B, 1, C) at position ``pos`` (``slot``: the one-hot (T,) mask of it; cos/sin (1, D))."""
-        q, k, v = self.heads(x, cos, sin)  # k (B, KV, 1, D, 1), v (B, KV, 1, 1, D)
-        k_cache = ops.where(slot, k, k_cache)  # (B, KV, 1, D, T)
-        v_cache = ops.where(slot.reshape(-1, 1), v, v_cache)  # (B, KV, 1, T, D)
+        q, k, v = self.heads(x, cos, sin)  # k (B, KV, D, 1), v (B, KV, 1, D)
+        k_cache = ops.where(slot, k, k_cache)  # (B, KV, D, T)
+        v_cache = ops.where(slot.reshape(-1, 1), v, v_cache)  # (B, KV, T, D)
         return self.attend(q, k_cache, v_cache, hidden), k_cache, v_cache
 
 
@@ -240,7 +260,7 @@ class Llama(nn.Cell):
         table = self.model.embed_tokens.weight.astype(x.dtype)
         return self.matmul_transposed(x.reshape(b * t, c), table).reshape(b, t, -1).astype(ms.float32)
 
-    def prefill(self, tokens):  # (B, T) -> logits, keys (B, KV, 1, D, T) and values (B, KV, 1, T, D) per layer
+    def prefill(self, tokens):  # (B, T) -> logits, keys (B, KV, D, T) and values (B, KV, T, D) per layer
         t = tokens.shape[1]
         cos, sin = self.cos[:t], self.sin[:t]
         x = self.model.embed_tokens(tokens)
