@@ -106,8 +106,7 @@ class AdamW(nn.Adam):
         lr = self.get_lr()  # this step's rate(s) (Adam's construct then advances global_step)
         for param, index in zip(self.decay_params, self.decay_index):
             rate = lr[index] if self.is_group_lr else lr
-            # After the parameter's gradient: computed earlier (as soon as lr is known), every
-            # decayed copy would wait in memory for the backward pass (+400 MB on a 100 M model).
+            # After its gradient: computed as soon as lr is known, every decayed copy waited out the backward.
             ops.assign(param, ops.depend(param, gradients[index]) * (1 - rate * self.decoupled_wd))
         return super().construct(gradients)
 
