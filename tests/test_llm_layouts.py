@@ -218,6 +218,32 @@ def test_import_then_hf_export_is_the_identity(project, tmp_path, kind, dtype):
     assert refused.returncode != 0 and len(lines) == 1 and "exists" in lines[0]
 
 
+def test_a_gpt_trained_here_exports_as_gpt2_with_our_logits(project, tmp_path):
+    """``model.arch: gpt`` (no biases, tied head) has no original config: a GPT-2 one is written
+    from our sizes, zero biases added, and transformers computes our logits."""
+    bpe_tokenizer(tmp_path)
+    trained = run(project, "train.py", "--set", "data.tokenizer=bpe", "--set",
+                  f"data.tokenizer_file={tmp_path / 'tokenizer.json'}", "--set", "model.n_layer=2", "--set",
+                  "model.d_model=64", "--set", "model.n_head=4", "--set", "model.block_size=32", "--set",
+                  "train.max_steps=2", "--set", "eval.max_examples=4", "--set", "output.dir=gpt_runs")
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    checkpoint = str(next((project / "gpt_runs").glob("*/best.ckpt")).relative_to(project))
+    result = run(project, "export.py", "--checkpoint", checkpoint, "--format", "hf", "--out", "gpt2_hf")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "config written from our sizes" in result.stdout
+    reference = load_hf(project / "gpt2_hf")
+    assert type(reference).__name__ == "GPT2LMHeadModel"
+    tokens = np.random.default_rng(4).integers(0, TOKENS, (2, 32)).astype(np.int32)
+    with torch.no_grad():
+        expected = reference(torch.from_numpy(tokens).long()).logits.numpy()
+    actual = mindspore_logits(project, tmp_path, checkpoint, tokens)
+    assert np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()
+    with torch.no_grad():  # its generation_config.json names the tokenizer's end of text
+        prompt = torch.from_numpy(tokens[:1, :8]).long()
+        generated = reference.generate(prompt, max_new_tokens=4, do_sample=False)
+    assert generated.shape[1] <= 12 and reference.generation_config.eos_token_id is not None
+
+
 def test_an_imported_llama_exports_to_onnx_with_transformers_logits(project, tmp_path):
     """Grouped-query attention with per-head q/k norms (Qwen3), run by onnxruntime; the padded
     window's real positions give transformers' logits."""

@@ -1,9 +1,10 @@
-"""``export.py --format hf --out DIR``: a llama checkpoint as the Hugging Face folder that
+"""``export.py --format hf --out DIR``: a checkpoint as the Hugging Face folder that
 transformers, vLLM and llama.cpp's converter read.
 
-- ``config.json``: the imported original's (sizes unchanged), or one written from our sizes for a
-  llama trained here (``LlamaForCausalLM``; ``Qwen2ForCausalLM`` with q/k/v biases,
-  ``Qwen3ForCausalLM`` with q/k norms), which the summary says.
+- ``config.json``: an imported llama's original (sizes unchanged), or one written from our sizes,
+  which the summary says: for a llama trained here ``LlamaForCausalLM`` (``Qwen2ForCausalLM``
+  with q/k/v biases, ``Qwen3ForCausalLM`` with q/k norms); for ``gpt``/``gpt2`` ``GPT2LMHeadModel``
+  (zero biases where ``model.bias`` is off).
 - ``model.safetensors`` (or shards of at most 5 GB and ``model.safetensors.index.json``) in
   ``--dtype`` fp32 | fp16 | bf16 (bf16 through PyTorch's safetensors writer); LoRA merged into
   its weights. Our parameter names are Hugging Face's: the copy is name for name.
@@ -37,19 +38,20 @@ SHARD_BYTES = 5 << 30  # transformers' default max_shard_size
 
 def write(trained, out: Path, dtype: str = "fp32") -> dict[str, Path]:
     m = trained.cfg.model
-    if m.arch != "llama":
-        raise UserError(f"--format hf: exports model.arch=llama (this checkpoint is {m.arch!r}; GPT-2's "
-                        "layout differs from Hugging Face's)")
     if trained.meta["tokenizer"]["kind"] != "bpe":
         raise UserError(f"--format hf: a {trained.meta['tokenizer']['kind']} tokenizer has no tokenizer.json; "
                         "train with data.tokenizer=bpe")
     if dtype not in DTYPES:
         raise UserError(f"--dtype {dtype}: expected one of {', '.join(DTYPES)}")
     with new_folder(out) as tmp:
-        config, written_from_sizes = hf_config(trained, dtype)
-        lora.merge(trained.network)
-        tensors = {name: p.asnumpy() for name, p in trained.network.parameters_and_names()
-                   if not lora.is_adapter(name)}
+        if m.arch == "llama":
+            config, written_from_sizes = hf_config(trained, dtype)
+            lora.merge(trained.network)
+            tensors = {name: p.asnumpy() for name, p in trained.network.parameters_and_names()
+                       if not lora.is_adapter(name)}
+        else:
+            tensors = gpt2_tensors(trained.network)
+            config, written_from_sizes = gpt2_config(trained, tensors, dtype), True
         save_weights(tensors, tmp, dtype)
         (tmp / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
         (tmp / "tokenizer.json").write_text(trained.meta["tokenizer"]["json"], encoding="utf-8")
@@ -58,11 +60,12 @@ def write(trained, out: Path, dtype: str = "fp32") -> dict[str, Path]:
         if trained.meta.get("chat_template"):
             settings["chat_template"] = trained.meta["chat_template"]
         (tmp / "tokenizer_config.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
-        generation = trained.meta.get("generation", {})
-        eos = generation.get("eos_token_ids") or []
+        generation = dict(trained.meta.get("generation", {}))
+        # a model trained here has no eos ids of its own: its tokenizer's (an empty list breaks transformers)
+        eos = generation.pop("eos_token_ids", None) or [config.get("eos_token_id")]
+        eos = [i for i in eos if i is not None]
         (tmp / "generation_config.json").write_text(json.dumps(
-            {"eos_token_id": eos[0] if len(eos) == 1 else eos, **{k: v for k, v in generation.items()
-                                                                   if k != "eos_token_ids"},
+            {**({"eos_token_id": eos[0] if len(eos) == 1 else eos} if eos else {}), **generation,
              **({"do_sample": True} if "temperature" in generation else {})}, indent=2), encoding="utf-8")
     return {"hf": out, **({"config written from our sizes": out / "config.json"} if written_from_sizes else {})}
 
@@ -123,6 +126,38 @@ def hf_config(trained, dtype: str) -> tuple[dict, bool]:
               "rms_norm_eps": m.norm_eps, "rope_theta": m.rope_theta, "rope_scaling": rope, "hidden_act": "silu",
               "tie_word_embeddings": m.tie_embeddings, "torch_dtype": torch_dtype, "eos_token_id": tokenizer.eos_id}
     return config, True  # Qwen2's q/k/v biases and Qwen3's q/k norms come with their architecture
+
+
+def gpt2_tensors(network) -> dict[str, np.ndarray]:
+    """Our GPT's weights under ``GPT2LMHeadModel``'s names (convert_weights' renames, reversed):
+    Conv1D weights stored (in, out), zero biases where ``model.bias`` is off (GPT-2 always has them)."""
+    from .convert_weights import source_name, transform
+
+    tensors, params = {}, dict(network.parameters_and_names())
+    for name, p in params.items():
+        value = p.asnumpy()
+        if name == "head.weight":  # an untied head
+            tensors["lm_head.weight"] = value
+            continue
+        tensors[f"transformer.{source_name(name)}"] = transform(name, value)
+        bias = name.removesuffix("weight") + "bias"
+        if name.startswith("blocks.") and name.endswith(".weight") and bias not in params:
+            tensors[f"transformer.{source_name(bias)}"] = np.zeros(value.shape[0], value.dtype)
+    return tensors
+
+
+def gpt2_config(trained, tensors: dict[str, np.ndarray], dtype: str) -> dict:
+    """``GPT2Config`` of our sizes: GPT-2's tanh GELU, LayerNorm epsilon and attention scaling are ours."""
+    from ...models.transformer import LN_EPS
+    from .data import Tokenizer
+
+    m, eos = trained.cfg.model, Tokenizer.from_meta(trained.meta).eos_id
+    return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+            "vocab_size": tensors["transformer.wte.weight"].shape[0], "n_positions": m.block_size,
+            "n_embd": m.d_model, "n_layer": m.n_layer, "n_head": m.n_head, "n_inner": m.mlp_ratio * m.d_model,
+            "activation_function": "gelu_new", "layer_norm_epsilon": LN_EPS,
+            "tie_word_embeddings": m.tie_embeddings, "bos_token_id": eos, "eos_token_id": eos,
+            "torch_dtype": {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[dtype]}
 
 
 def save_weights(tensors: dict[str, np.ndarray], folder: Path, dtype: str) -> None:
