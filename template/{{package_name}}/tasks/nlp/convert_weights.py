@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 from typing import NoReturn
 
@@ -31,33 +30,9 @@ import numpy as np
 
 from ...engine.errors import CheckpointError, UserError
 from ...run.cli import DEFAULT_CONFIG, guarded
+from .gpt2_layout import source_name, transform
 
-# Ours (relative to the network) -> Hugging Face GPT-2 (``transformer.`` prefix optional in the file).
-RENAMES = [
-    (r"token_embedding\.embedding_table", "wte.weight"),
-    (r"position_embedding", "wpe.weight"),
-    (r"blocks\.(\d+)\.ln([12])\.gamma", r"h.\1.ln_\2.weight"),
-    (r"blocks\.(\d+)\.ln([12])\.beta", r"h.\1.ln_\2.bias"),
-    (r"blocks\.(\d+)\.attn\.qkv\.(weight|bias)", r"h.\1.attn.c_attn.\2"),
-    (r"blocks\.(\d+)\.attn\.proj\.(weight|bias)", r"h.\1.attn.c_proj.\2"),
-    (r"blocks\.(\d+)\.mlp\.fc\.(weight|bias)", r"h.\1.mlp.c_fc.\2"),
-    (r"blocks\.(\d+)\.mlp\.proj\.(weight|bias)", r"h.\1.mlp.c_proj.\2"),
-    (r"ln_f\.gamma", "ln_f.weight"),
-    (r"ln_f\.beta", "ln_f.bias"),
-]
-CONV1D = re.compile(r"blocks\.\d+\.(attn|mlp)\.\w+\.weight")  # stored (in, out) by Hugging Face
 TOLERANCE = 1e-4  # --verify: max |logit difference| relative to the largest reference logit
-
-
-def source_name(ours: str) -> str:
-    for pattern, theirs in RENAMES:
-        if re.fullmatch(pattern, ours):
-            return re.sub(pattern, theirs, ours)
-    return ours  # no counterpart: reported as a missing tensor
-
-
-def transform(ours: str, value: np.ndarray) -> np.ndarray:
-    return value.T if CONV1D.fullmatch(ours) else value
 
 
 def ignored(name: str) -> bool:

@@ -31,6 +31,7 @@ import numpy as np
 
 from ...engine.errors import UserError
 from . import lora
+from .gpt2_layout import source_name, transform
 
 DTYPES = {"fp32": np.float32, "fp16": np.float16, "bf16": None}  # bf16: no NumPy dtype, PyTorch writes it
 SHARD_BYTES = 5 << 30  # transformers' default max_shard_size
@@ -131,8 +132,6 @@ def hf_config(trained, dtype: str) -> tuple[dict, bool]:
 def gpt2_tensors(network) -> dict[str, np.ndarray]:
     """Our GPT's weights under ``GPT2LMHeadModel``'s names (convert_weights' renames, reversed):
     Conv1D weights stored (in, out), zero biases where ``model.bias`` is off (GPT-2 always has them)."""
-    from .convert_weights import source_name, transform
-
     tensors, params = {}, dict(network.parameters_and_names())
     for name, p in params.items():
         value = p.asnumpy()
