@@ -222,10 +222,12 @@ def test_a_gpt_trained_here_exports_as_gpt2_with_our_logits(project, tmp_path):
     """``model.arch: gpt`` (no biases, tied head) has no original config: a GPT-2 one is written
     from our sizes, zero biases added, and transformers computes our logits."""
     bpe_tokenizer(tmp_path)
-    trained = run(project, "train.py", "--set", "data.tokenizer=bpe", "--set",
-                  f"data.tokenizer_file={tmp_path / 'tokenizer.json'}", "--set", "model.n_layer=2", "--set",
-                  "model.d_model=64", "--set", "model.n_head=4", "--set", "model.block_size=32", "--set",
-                  "train.max_steps=2", "--set", "eval.max_examples=4", "--set", "output.dir=gpt_runs")
+    (tmp_path / "text.txt").write_text("A fox ran over the hill and met a dog by the river.\n" * 60)
+    files = f"data.path={tmp_path}/text.txt", f"data.tokenizer_file={tmp_path}/tokenizer.json"
+    settings = [*files, "data.tokenizer=bpe",
+                "model.n_layer=2", "model.d_model=64", "model.n_head=4", "model.block_size=32",
+                "train.max_steps=2", "eval.max_examples=4", "output.dir=gpt_runs"]
+    trained = run(project, "train.py", *(arg for setting in settings for arg in ("--set", setting)))
     assert trained.returncode == 0, trained.stderr[-2000:]
     checkpoint = str(next((project / "gpt_runs").glob("*/best.ckpt")).relative_to(project))
     result = run(project, "export.py", "--checkpoint", checkpoint, "--format", "hf", "--out", "gpt2_hf")
