@@ -34,6 +34,7 @@ from . import lora
 from .gpt2_layout import source_name, transform
 
 DTYPES = {"fp32": np.float32, "fp16": np.float16, "bf16": None}  # bf16: no NumPy dtype, PyTorch writes it
+TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # config.json's torch_dtype
 SHARD_BYTES = 5 << 30  # transformers' default max_shard_size
 
 
@@ -63,8 +64,8 @@ def write(trained, out: Path, dtype: str = "fp32") -> dict[str, Path]:
         (tmp / "tokenizer_config.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
         generation = dict(trained.meta.get("generation", {}))
         # a model trained here has no eos ids of its own: its tokenizer's (an empty list breaks transformers)
-        eos = generation.pop("eos_token_ids", None) or [config.get("eos_token_id")]
-        eos = [i for i in eos if i is not None]
+        eos = generation.pop("eos_token_ids", None) or config.get("eos_token_id")
+        eos = [eos] if isinstance(eos, int) else list(eos or [])
         (tmp / "generation_config.json").write_text(json.dumps(
             {**({"eos_token_id": eos[0] if len(eos) == 1 else eos} if eos else {}), **generation,
              **({"do_sample": True} if "temperature" in generation else {})}, indent=2), encoding="utf-8")
@@ -110,7 +111,7 @@ def new_folder(out: Path):
 def hf_config(trained, dtype: str) -> tuple[dict, bool]:
     """The original config.json (from the import), or one from our sizes; the weights' dtype set."""
     m = trained.cfg.model
-    torch_dtype = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[dtype]
+    torch_dtype = TORCH_DTYPES[dtype]
     if trained.meta.get("hf_config"):
         return {**trained.meta["hf_config"], "torch_dtype": torch_dtype}, False
     arch = "Qwen3ForCausalLM" if m.qk_norm else "Qwen2ForCausalLM" if m.bias else "LlamaForCausalLM"
@@ -156,7 +157,7 @@ def gpt2_config(trained, tensors: dict[str, np.ndarray], dtype: str) -> dict:
             "n_embd": m.d_model, "n_layer": m.n_layer, "n_head": m.n_head, "n_inner": m.mlp_ratio * m.d_model,
             "activation_function": "gelu_new", "layer_norm_epsilon": LN_EPS,
             "tie_word_embeddings": m.tie_embeddings, "bos_token_id": eos, "eos_token_id": eos,
-            "torch_dtype": {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}[dtype]}
+            "torch_dtype": TORCH_DTYPES[dtype]}
 
 
 def save_weights(tensors: dict[str, np.ndarray], folder: Path, dtype: str) -> None:
