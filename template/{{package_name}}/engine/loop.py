@@ -13,6 +13,7 @@ import logging
 import signal
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +27,7 @@ from .ema import EMA, NoEMA, build_ema
 from .errors import ConfigError, Interrupted
 from .optim import build_optimizer, current_lr, layer_scales, lr_schedule
 from .progress import Hooks, Progress
-from .resume import continued_config, find_resume, new_run_dir, resume_dir
+from .resume import continued_config, find_resume, lock_run_dir, new_run_dir, resume_dir
 from .schema import Config
 from .signals import StopSignals
 from .step import TrainStep, build_train_step
@@ -68,6 +69,7 @@ class Run:
     run_dir: Path | None = None
     resumed_from: Path | None = None
     history: list[dict[str, Any]] = field(default_factory=list)  # every log row and evaluation
+    lock: Any = None  # rank 0's lock on run_dir (resume.py), released when fit ends
     improved: bool = False  # the last evaluation was a new best
     stop_requested: bool = False
 
@@ -90,7 +92,9 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
     stop_signal = None  # a signal every rank has agreed to stop on
 
     # -- the loop: epochs of optimizer steps of k micro-steps ----------------------------
-    with StopSignals() as signals:
+    # Signals are caught until the last file is written (one during the final evaluation and save
+    # lets them finish: the run is then complete); rank 0 holds its lock on the run folder.
+    with StopSignals() as signals, run_lock(run):
         while state.step < run.total_steps and not run.stop_requested and stop_signal is None:
             batches = run.batches.epoch(state.epoch, start=state.batch)
             while state.batch // k < run.steps_per_epoch and state.step < run.total_steps:
@@ -122,20 +126,23 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
                 if not cfg.train.eval_every and not run.stop_requested:
                     metrics, evaluated_at = evaluate(run, hook), state.step
 
-    # -- the end: a signal saves where it stopped and leaves; otherwise a final evaluation ----
-    if stop_signal is not None:
+        # -- the end: a signal saves where it stopped and leaves; otherwise a final evaluation ----
+        if stop_signal is not None:
+            save(run, "last.ckpt")
+            distributed.any_rank(False, run.comm)  # all wait for rank 0's file: msrun ends all at the first exit
+            log.info(f"stopped at step {state.step} of {run.total_steps}: saved {run.run_dir / 'last.ckpt'}; "
+                     f"continue with: python train.py --resume {run.run_dir / 'last.ckpt'}")
+            raise Interrupted(stop_signal)
+        if evaluated_at != state.step:
+            metrics = evaluate(run, hook)
         save(run, "last.ckpt")
-        distributed.any_rank(False, run.comm)  # every rank waits for rank 0's file: msrun ends all at the first exit
-        log.info(f"stopped at step {state.step} of {run.total_steps}: saved {run.run_dir / 'last.ckpt'}; "
-                 f"continue with: python train.py --resume {run.run_dir / 'last.ckpt'}")
-        raise Interrupted(stop_signal)
-    if evaluated_at != state.step:
-        metrics = evaluate(run, hook)
-    save(run, "last.ckpt")
-    summary = {"run_dir": str(run.run_dir), "steps": state.step, "epochs": state.epoch,
-               "skipped_steps": state.skipped_steps, "best": state.best, "monitor": task.monitor_for(cfg), **metrics}
-    hook("on_train_end", summary)
-    return summary
+        if signals.received is not None:
+            log.info(f"signal {signals.received} came during the final evaluation and save: both finished; "
+                     f"the run is complete in {run.run_dir}")
+        summary = {"run_dir": str(run.run_dir), "steps": state.step, "epochs": state.epoch, "skipped_steps":
+                   state.skipped_steps, "best": state.best, "monitor": task.monitor_for(cfg), **metrics}
+        hook("on_train_end", summary)
+        return summary
 
 
 # -- setup ---------------------------------------------------------------------------------
@@ -184,11 +191,12 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
         task.warm_start(run.network, cfg)
         run.ema.reset()  # the average starts from the pretrained weights, not the random ones
         run.run_dir = new_run_dir(cfg, comm.is_main)
+        run.lock = lock_run_dir(run.run_dir) if comm.is_main else None
     else:
         checkpoint.restore(params, run.network, optimizer, step_fn.scaler, *run.ema.holders)
         run.ema.restored()  # the file's network names hold the average: the training weights back in
         run.state = State(**{k: v for k, v in meta["state"].items() if k in State.__dataclass_fields__})
-        run.run_dir = resume_dir(cfg, resume_path, run.state.step, comm.is_main)
+        run.run_dir, run.lock = resume_dir(cfg, resume_path, run.state.step, comm.is_main)
         log.info(f"resumed from {resume_path} at step {run.state.step} (epoch {run.state.epoch}); "
                  f"writing to {run.run_dir}")
         if any(isinstance(cell, nn.Dropout) and cell.p > 0 for _, cell in run.network.cells_and_names()):
@@ -255,6 +263,17 @@ def save(run: Run, name: str, keep_step_copy: bool = False) -> None:
     if keep_step_copy and keep:
         for old in sorted(run.run_dir.glob("step-*.ckpt"))[:-keep]:
             old.unlink()
+
+
+@contextmanager
+def run_lock(run: Run):
+    """Release rank 0's lock on the run folder (taken in ``setup``) when ``fit`` ends, however it ends."""
+    try:
+        yield
+    finally:
+        if run.lock is not None:
+            run.lock.close()
+            run.lock = None
 
 
 def sync_running_stats(run: Run) -> None:

@@ -2,23 +2,36 @@
 
 - The config comes from the checkpoint. ``--set`` may change only what is safe mid-run
   (``SAFE_ON_RESUME``); anything else is refused, naming the key.
+- ``train.callbacks`` is code to import: it comes from the current config, never from the file
+  (a checkpoint is data; its CRC is a checksum, not a signature).
 - Resuming from a run folder's ``last.ckpt`` continues in that folder: log rows written after
   the checkpoint's step (the work lost with the interruption) are dropped, so the log reads as
   one run. Any other checkpoint (``best.ckpt``, ``step-N.ckpt``, a copy elsewhere) continues in
   a new run folder, so a later ``last.ckpt`` is never overwritten.
+- One writer per run folder: rank 0 holds an exclusive lock on ``.lock`` while it trains (the OS
+  drops it when the process ends, even on SIGKILL), so a second run into the folder is refused.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import logging
+import os
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; the folder is not locked
+    fcntl = None
 
 from .config import apply_override, build_config, flatten
 from .errors import CheckpointError, ConfigError
 from .schema import Config
+
+log = logging.getLogger(__name__)
 
 # Keys a resumed run may change: how long it trains, how often it evaluates, logs and saves.
 # (output.dir: where ``--resume auto`` looks, and where a resume from a copy starts its new folder.)
@@ -47,6 +60,11 @@ def continued_config(cfg: Config, saved: dict[str, Any], path: Path) -> Config:
     that change it (only keys safe mid-run may; the files ``cfg`` was read from do not count)."""
     if saved.get("task") != cfg.task:
         raise CheckpointError(f"{path} was trained for task {saved.get('task')!r}, not {cfg.task!r}")
+    named = list((saved.get("train") or {}).get("callbacks") or [])
+    if dropped := [spec for spec in named if spec not in cfg.train.callbacks]:
+        log.warning(f"{path} names train.callbacks {dropped} that the current config does not: not imported "
+                    "(code runs only when your config names it)")
+    saved = {**saved, "train": {**(saved.get("train") or {}), "callbacks": list(cfg.train.callbacks)}}
     # Validated like any config, so keys added to the schema since the checkpoint take defaults.
     then = flatten(build_config(saved, type(cfg), source=f"{path} (saved config)").to_dict())
     now = flatten(cfg.to_dict())
@@ -78,7 +96,9 @@ def drop_rows_after(run_dir: Path, step: int) -> None:
     jsonl = run_dir / "metrics.jsonl"
     if jsonl.is_file():
         rows = [line for line in jsonl.read_text(encoding="utf-8").splitlines() if line.strip()]
-        kept = [line for line in rows if json.loads(line).get("step", 0) <= step]
+        kept = [line for line in rows if (row := json_row(line)) is not None and row.get("step", 0) <= step]
+        if cut := sum(json_row(line) is None for line in rows):
+            log.warning(f"{jsonl}: dropped {cut} unreadable line(s) (a write cut short, e.g. by a full disk)")
         jsonl.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
     for table in run_dir.glob("metrics_*.csv"):
         with open(table, newline="", encoding="utf-8") as f:
@@ -90,23 +110,70 @@ def drop_rows_after(run_dir: Path, step: int) -> None:
                 writer.writerows(row for row in rows if int(row["step"]) <= step)
 
 
+def json_row(line: str) -> dict | None:
+    """One metrics.jsonl line as a dict, or None where it is not one (cut short)."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) else None
+
+
 def new_run_dir(cfg: Config, is_main: bool) -> Path:
-    """``output.dir/output.name`` (a timestamp when unnamed), created by rank 0; never an existing run's."""
+    """``output.dir/output.name`` (a timestamp when unnamed, ``-2``, ``-3``... when two start in one
+    second), created by rank 0; never an existing run's. The caller locks it (``lock_run_dir``)."""
     name = cfg.output.name or datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = Path(cfg.output.dir) / name
-    if is_main:
+    if not is_main:
+        return run_dir
+    if cfg.output.name:
         if run_dir.exists() and any(run_dir.iterdir()):
             raise ConfigError(f"run folder {run_dir} exists; pick another output.name "
                               f"or pass --resume {run_dir}/last.ckpt")
         run_dir.mkdir(parents=True, exist_ok=True)
-    return run_dir
+        return run_dir
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):  # mkdir is atomic: of two runs started at once, one gets each name
+        candidate = run_dir if n == 1 else run_dir.with_name(f"{name}-{n}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
+    raise ConfigError(f"{run_dir}: no free run folder name; set output.name")
 
 
-def resume_dir(cfg: Config, path: Path, step: int, is_main: bool) -> Path:
+def lock_run_dir(run_dir: Path) -> IO | None:
+    """Hold ``run_dir/.lock`` for this process (rank 0); a second writer is refused in one line.
+    Returns the open file: the lock lasts until it is closed or the process ends."""
+    if fcntl is None:
+        return None
+    f = open(run_dir / ".lock", "a+", encoding="utf-8")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise ConfigError(f"run folder {run_dir} is in use by {holder}; wait for it to end, or resume a copy "
+                          f"of the checkpoint (it continues in a new folder)") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"pid {os.getpid()}\n")
+    f.flush()
+    return f
+
+
+def resume_dir(cfg: Config, path: Path, step: int, is_main: bool) -> tuple[Path, IO | None]:
     """A run folder's ``last.ckpt`` continues in that folder (log rows after its ``step`` go); any
-    other checkpoint (``best.ckpt``, ``step-N.ckpt``, a copy) in a new one, never over its run."""
+    other checkpoint (``best.ckpt``, ``step-N.ckpt``, a copy) in a new one, never over its run.
+    Returns the folder and, on rank 0, its lock."""
     if not continues_in_place(path):
-        return new_run_dir(cfg.model_copy(update={"output": cfg.output.model_copy(update={"name": None})}), is_main)
-    if is_main:
-        drop_rows_after(path.parent, step)
-    return path.parent
+        run_dir = new_run_dir(cfg.model_copy(update={"output": cfg.output.model_copy(update={"name": None})}),
+                              is_main)
+        return run_dir, lock_run_dir(run_dir) if is_main else None
+    if not is_main:
+        return path.parent, None
+    lock = lock_run_dir(path.parent)  # before the rows change: a run still writing them keeps its folder
+    drop_rows_after(path.parent, step)
+    return path.parent, lock

@@ -3,6 +3,8 @@ evaluation go. Only rank 0 writes. Each is a callback; ``build_loggers`` makes t
 
 - ``jsonl`` (default): ``metrics.jsonl``, one JSON object a line (``"kind": "train" | "eval"``).
   Non-finite numbers (a diverged loss) are written as ``null``, so every line is strict JSON.
+  A line that cannot be written (a full disk) is taken back whole and said once; training goes
+  on (its checkpoints say for themselves whether they were written).
 - ``csv``: ``metrics_train.csv`` and ``metrics_eval.csv``.
 - ``tensorboard``: event files in the run folder, written by tensorboardX (no TensorFlow):
   ``train/loss``, ``train/lr``, ``train/loss_scale``... and ``eval/<metric>``.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import csv
 import importlib
 import json
+import logging
 import math
 import os
 import time
@@ -32,6 +35,8 @@ from typing import Any
 from ..engine.config import flatten
 from ..engine.errors import ConfigError
 from .callbacks import Callback
+
+log = logging.getLogger(__name__)
 
 # logger -> the module it imports (the extra of the same name installs it)
 OPTIONAL = {"tensorboard": "tensorboardX", "mlflow": "mlflow"}
@@ -78,10 +83,28 @@ def scalars(row: dict[str, Any]) -> dict[str, float]:
 
 
 class JsonlLogger(Logger):
+    failing = False  # the last write failed (said once until one succeeds again)
+
     def write(self, kind, row):
         finite = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
-        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps({"kind": kind, **finite}) + "\n")
+        line = (json.dumps({"kind": kind, **finite}) + "\n").encode("utf-8")
+        path = self.run_dir / "metrics.jsonl"
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            end = os.lseek(fd, 0, os.SEEK_END)
+            try:
+                rest = memoryview(line)
+                while rest:
+                    rest = rest[os.write(fd, rest):]
+                self.failing = False
+            except OSError as exc:  # a full disk, a quota: no half line is left behind
+                os.ftruncate(fd, end)
+                if not self.failing:
+                    log.warning(f"warning: could not write {path} ({exc.strerror}): its rows are missing "
+                                f"from step {row.get('step')} until there is space; training goes on")
+                self.failing = True
+        finally:
+            os.close(fd)
 
 
 class CsvLogger(Logger):

@@ -49,12 +49,16 @@ def checkpoint_path(args: argparse.Namespace) -> str:
 
 
 def guarded(main: Callable[[], object]) -> NoReturn:
-    """Run ``main`` and exit: 0 on success, 1 with a one-line message on a user error (as
-    msscaffold; argparse's usage errors stay 2)."""
+    """Run ``main`` and exit: 0 on success, 1 with a one-line message on a user error or a file
+    system error (as msscaffold; argparse's usage errors stay 2)."""
     try:
         main()
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except OSError as exc:  # the machine's, not the code's: a read-only or full folder, a missing file
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
         sys.exit(1)
     except Interrupted as exc:  # the loop saved last.ckpt and said how to resume
         sys.exit(exc.code)

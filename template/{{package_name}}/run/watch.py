@@ -2,13 +2,15 @@
 
 - Skipped updates (an fp16 overflow, or a non-finite gradient with ``train.on_nonfinite: skip``):
   more than half of the window is a warning, all of it an error (nothing is being trained).
-- In fp32 with ``train.on_nonfinite: stop``: weights that became NaN/inf stop the run with one
-  line naming the step (to within the window), before anything non-finite is saved.
+- In fp32 with ``train.on_nonfinite: stop``: weights that became NaN/inf, or a loss that is, stop
+  the run with one line naming the step (to within the window), before anything non-finite is saved.
+- A run none of whose logged losses was finite is an error at its end, whatever the settings.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 
 from mindspore import amp
 
@@ -25,19 +27,30 @@ class Watch(Callback):
         train = progress.cfg.train
         self.check_weights = train.amp_level == "O0" and train.on_nonfinite == "stop"
         self.start = (progress.step, progress.skipped_steps)  # (step, skipped steps) at the start of the window
+        self.finite_rows = self.rows = 0
 
     def on_step_end(self, progress, logs):
         step, skipped = logs["step"], logs["skipped_steps"]
         (first, skipped0), steps = self.start, step - self.start[0]
         self.start, skipped = (step, skipped), skipped - skipped0
         when = f"step {step}" if steps == 1 else f"steps {first + 1}-{step}"
+        finite_loss = math.isfinite(logs["loss"])
+        self.rows, self.finite_rows = self.rows + 1, self.finite_rows + finite_loss
         if self.check_weights and not bool(amp.all_finite(progress.parameters).asnumpy()):
             raise TrainingError(f"the weights became NaN/inf at {when}: stopped (nothing non-finite is saved); "
                                 "lower optim.lr, set train.grad_clip, or set train.on_nonfinite=skip to skip "
                                 "updates whose gradients are not finite")
+        if self.check_weights and not finite_loss:
+            raise TrainingError(f"the loss is {logs['loss']} at {when}: stopped; check the data of those steps, "
+                                "lower optim.lr or set train.grad_clip")
         if steps >= 2 and skipped == steps:
             raise TrainingError(f"all {steps} updates of {when} were skipped (gradients overflowed or were not "
                                 "finite): nothing is being trained; lower train.loss_scale or optim.lr, or use "
                                 "train.amp_level=O0")
         if skipped * 2 > steps:
             log.warning(f"warning: {skipped} of the last {steps} updates were skipped (overflow or non-finite)")
+
+    def on_train_end(self, progress, summary):
+        if self.rows and not self.finite_rows:
+            raise TrainingError(f"no logged loss of this run was finite ({self.rows} rows): nothing was learnt; "
+                                "lower optim.lr or train.loss_scale, or use train.amp_level=O0")

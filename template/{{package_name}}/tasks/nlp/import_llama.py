@@ -29,6 +29,7 @@ from ...engine.errors import CheckpointError, UserError
 from . import shards
 
 ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+MODEL_TYPES = {arch: arch.removesuffix("ForCausalLM").lower() for arch in ARCHITECTURES}  # config.json's model_type
 ROPE_TYPES = ("default", "linear", "llama3")  # what llama.py computes (transformers' rope_type)
 MAX_BLOCK = 2048  # default context when config.json allows more (the mask is block_size^2)
 
@@ -58,6 +59,13 @@ def read_config(folder: Path) -> dict:
     arch = (config.get("architectures") or ["(none)"])[0]
     if arch not in ARCHITECTURES:
         raise CheckpointError(f"config.json: architecture {arch} is not one of {', '.join(ARCHITECTURES)}")
+    # A folder's own code (auto_map: its modeling_*.py) is never run, here or by --verify.
+    if config.get("auto_map"):
+        raise CheckpointError("config.json has auto_map: the folder ships code of its own, which is never run; "
+                              "not imported")
+    if config.get("model_type") != MODEL_TYPES[arch]:
+        raise CheckpointError(f"config.json: model_type {config.get('model_type')!r} is not {arch}'s "
+                              f"({MODEL_TYPES[arch]!r}); not imported")
     return config
 
 
@@ -223,7 +231,8 @@ def verify(network, folder: Path, m) -> tuple[float, float]:
     from mindspore import Tensor
 
     logging.disable_progress_bar()
-    reference = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    reference = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
+                                                     trust_remote_code=False).eval()
     vocab = reference.config.vocab_size
     tokens = np.random.default_rng(0).integers(0, vocab, (2, min(m.block_size, 64))).astype(np.int32)
     with torch.no_grad():

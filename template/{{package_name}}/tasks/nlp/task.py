@@ -102,8 +102,13 @@ def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
     loss = total / max(targets.size, 1)
     counts = np.asarray(data.meta["unigram_counts"], dtype=np.float64) + 1.0  # add-one: no zero probability
     unigram_loss = -np.log(counts[targets] / counts.sum()).mean()
-    return {"loss": float(loss), "perplexity": math.exp(loss), "unigram_ppl": math.exp(unigram_loss),
+    return {"loss": float(loss), "perplexity": perplexity(loss), "unigram_ppl": perplexity(unigram_loss),
             "examples": len(windows)}
+
+
+def perplexity(loss: float) -> float:
+    """exp(loss), inf where that overflows a float (a loss above ~709 nats: a diverged model)."""
+    return math.inf if loss >= 709.0 else math.exp(loss)
 
 
 def exports(network: nn.Cell, meta: dict, cfg) -> dict:
