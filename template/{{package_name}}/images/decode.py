@@ -14,11 +14,15 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
 
 
 def open_image(file: Path) -> Image.Image:
+    """A decoded image; 16-bit grey as the training pipeline decodes it (the high byte: MindSpore's
+    ``vision.Decode``), never clipped at 255 as Pillow's ``convert`` would."""
     try:
         image = Image.open(file)
         image.load()
     except (UnidentifiedImageError, OSError):
         raise DataError(f"{file}: not a readable image (corrupt or unsupported format)") from None
+    if image.mode.startswith("I;16") or image.mode == "I":
+        image = Image.fromarray((np.asarray(image, np.uint32) >> 8).clip(0, 255).astype(np.uint8), "L")
     return image
 
 

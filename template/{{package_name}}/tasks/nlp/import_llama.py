@@ -63,7 +63,7 @@ def read_config(folder: Path) -> dict:
     if config.get("auto_map"):
         raise CheckpointError("config.json has auto_map: the folder ships code of its own, which is never run; "
                               "not imported")
-    if config.get("model_type") != MODEL_TYPES[arch]:
+    if config.get("model_type", MODEL_TYPES[arch]) != MODEL_TYPES[arch]:
         raise CheckpointError(f"config.json: model_type {config.get('model_type')!r} is not {arch}'s "
                               f"({MODEL_TYPES[arch]!r}); not imported")
     return config

@@ -40,8 +40,10 @@ def load_data(cfg) -> Data:
         mean, std = normalisation(cfg, lambda: statistics(examples[train_idx], d.image_size, d.channels, d.stats_sample,
                                                           cfg.seed, resolve_workers(d.workers), d.eval_crop))
     augment = d.augment if d.augment != "auto" else "none" if kind == "image" else "crop_flip"
+    # An .npz is never cropped: its eval view (what predict and eval.py make of an image file) is the
+    # whole image, resized; a folder's is the centre crop the pipeline takes.
     meta = {"classes": classes, "image_size": d.image_size, "channels": d.channels, "mean": mean, "std": std,
-            "eval_crop": d.eval_crop, "data_path": d.path, "augment": augment}
+            "eval_crop": d.eval_crop if kind == "file" else 1.0, "data_path": d.path, "augment": augment}
     recipe = train_recipe(cfg, meta)
     if kind == "image":
         # On the device, raw [0, 1] images; else normalised here once.
