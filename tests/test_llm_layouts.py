@@ -246,6 +246,32 @@ def test_a_gpt_trained_here_exports_as_gpt2_with_our_logits(project, tmp_path):
     assert generated.shape[1] <= 12 and reference.generation_config.eos_token_id is not None
 
 
+def test_generate_prompt_is_transformers_generate_of_the_tokenizers_ids(project, tmp_path):
+    """``generate.py --prompt`` as typed, on a tokenizer that opens every text with a BOS (as
+    Llama's do): greedy text equal to transformers' ``generate(**tokenizer(prompt))``. (Mistral's
+    untied head: a tied random model only repeats its last token, BOS or not.)"""
+    reference = hf_folder(tmp_path / "mistral", "mistral")
+    bpe = tokenizers.Tokenizer.from_file(str(tmp_path / "mistral" / "tokenizer.json"))
+    bpe.post_processor = tokenizers.processors.TemplateProcessing(
+        single="<|im_start|> $A", special_tokens=[("<|im_start|>", bpe.token_to_id("<|im_start|>"))])
+    bpe.save(str(tmp_path / "mistral" / "tokenizer.json"))
+    converted = run(project, "convert_weights.py", str(tmp_path / "mistral"), "--out", "bos.ckpt")
+    assert converted.returncode == 0, converted.stderr[-2000:]
+    prompt = "the lazy fox"
+    generated = run(project, "generate.py", "--checkpoint", "bos.ckpt", "--prompt", prompt, "--temperature", "0",
+                    "--max-new-tokens", "12")
+    assert generated.returncode == 0, generated.stderr[-2000:]
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "mistral" / "tokenizer.json"))
+    ids = tokenizer(prompt, return_tensors="pt")
+    assert ids["input_ids"][0, 0] == bpe.token_to_id("<|im_start|>")  # the tokenizer adds its BOS
+    with torch.no_grad():
+        out = reference.generate(**ids, max_new_tokens=12, do_sample=False, eos_token_id=[0, 2], pad_token_id=0)
+    new = out[0, ids["input_ids"].shape[1]:].tolist()
+    new = new[:-1] if new and new[-1] in (0, 2) else new  # the end of text is not printed
+    expected = tokenizer.decode(ids["input_ids"][0].tolist() + new)[len(tokenizer.decode(ids["input_ids"][0])):]
+    assert generated.stdout == prompt + expected + "\n"
+
+
 def test_an_imported_llama_exports_to_onnx_with_transformers_logits(project, tmp_path):
     """Grouped-query attention with per-head q/k norms (Qwen3), run by onnxruntime; the padded
     window's real positions give transformers' logits."""

@@ -6,11 +6,14 @@
 #   NODES=2 NODE_RANK=0 MASTER_ADDR=10.0.0.1 bash scripts/run_distributed.sh 8   # on each node
 #
 # WORKERS is the total number of processes (all nodes); each node starts WORKERS/NODES.
+# MASTER_PORT: on one node, a free port unless set (two jobs on one host never meet); on several,
+# 8118 unless set (every node must name the same one). Each node writes LOG_DIR/msrun.node<N>.out.
 #
 # A rank that dies (killed, out of memory) or fails ends the job at once: msrun stops the other
 # workers within a second but then waits ~30 s for its scheduler's heartbeat timeout and prints a
 # traceback; this script ends the scheduler too, leaves no process behind, and says in one line
-# which rank, its log file and the command that continues from the last checkpoint.
+# which rank, its log file and the command that continues from this run's last checkpoint (its
+# own folder's last.ckpt, read from rank 0's log; never another run's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,7 +22,6 @@ shift $(( $# > 0 ? 1 : 0 ))
 NODES=${NODES:-1}
 NODE_RANK=${NODE_RANK:-0}
 MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
-MASTER_PORT=${MASTER_PORT:-8118}
 LOG_DIR=${LOG_DIR:-msrun_log}
 
 if (( WORKERS % NODES != 0 )); then
@@ -29,9 +31,16 @@ fi
 # msrun starts workers as plain `python train.py`: put the environment in use (or $PYTHON's) first on PATH.
 PYTHON_BIN=$("${PYTHON:-python}" -c 'import os, sys; print(os.path.dirname(sys.executable))')
 export PATH="$PYTHON_BIN:$PATH"
+if [[ -z "${MASTER_PORT:-}" ]]; then
+  if (( NODES == 1 )); then
+    MASTER_PORT=$("$PYTHON_BIN/python" -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+  else
+    MASTER_PORT=8118
+  fi
+fi
 
 mkdir -p "$LOG_DIR"
-OUT="$LOG_DIR/msrun.out"
+OUT="$LOG_DIR/msrun.node$NODE_RANK.out"  # one per node: nodes may share LOG_DIR
 : > "$OUT"
 # Its own session: msrun and its scheduler form one process group this script can end.
 setsid msrun --worker_num="$WORKERS" --local_worker_num=$(( WORKERS / NODES )) \
@@ -68,11 +77,25 @@ if [[ -n "$failed" ]]; then
 fi
 wait "$LAUNCHER" 2>/dev/null || rc=$?
 wait "$TAIL" 2>/dev/null || true
+# msrun may have exited before the loop above read its failure line: read it once more.
+[[ -n "$failed" ]] || failed=$(grep -m1 -o "Worker process [0-9]* exit with exception. Error code: -\?[0-9]*" "$OUT" || true)
 [[ -z "$failed" ]] && exit "$rc"
 
-resume=("$@")
-[[ " $* " == *" --resume "* ]] || resume+=(--resume auto)
-again="continue with: bash scripts/run_distributed.sh $WORKERS$(printf ' %q' "${resume[@]}")"  # shell-quoted
+# This run's folder, as rank 0 logged it; continue from its last.ckpt (the user's --resume replaced).
+run_dir=$(sed -n 's/.*; run dir \(.*\)$/\1/p' "$LOG_DIR/worker_0.log" 2>/dev/null | tail -n 1 || true)
+resume=()
+while (( $# > 0 )); do
+  if [[ "$1" == "--resume" ]]; then shift 2; continue; fi
+  resume+=("$1"); shift
+done
+if [[ -n "$run_dir" && -f "$run_dir/last.ckpt" ]]; then
+  resume+=(--resume "$run_dir/last.ckpt")
+  again="continue with: bash scripts/run_distributed.sh $WORKERS$(printf ' %q' "${resume[@]}")"  # shell-quoted
+elif [[ -n "$run_dir" ]]; then
+  again="no checkpoint was saved in $run_dir; start again with: bash scripts/run_distributed.sh $WORKERS$(printf ' %q' "${resume[@]}")"
+else
+  again="continue with the command node 0 prints"
+fi
 if [[ -n "$stopping" ]]; then
   echo "stopped by a signal: every rank saved or stopped; $again" >&2
   exit 130

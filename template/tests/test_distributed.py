@@ -110,5 +110,12 @@ def test_a_dead_or_failing_rank_ends_the_job_in_one_line(tmp_path, fault):
     how = "was killed by signal 9" if fault == "killed" else "exited with status 1 (error: data/shard-1.bin"
     assert last.startswith(f"error: rank 1 (pid {rank1[0]}) {how}"), last
     assert f"its log: {tmp_path / 'logs' / 'worker_1.log'};" in last, last
-    command = shlex.split(last.partition("continue with: ")[2])  # pasted in a shell: exactly these arguments
-    assert command == ["bash", "scripts/run_distributed.sh", "2", *args, "--resume", "auto"], last
+    # This run's own last.ckpt, never `--resume auto` (which may pick another run); none saved yet: start again.
+    [run_dir] = [path for path in tmp_path.iterdir() if path.name != "logs"]
+    if (run_dir / "last.ckpt").exists():
+        resume = ["--resume", str(run_dir / "last.ckpt")]
+        command = shlex.split(last.partition("continue with: ")[2])  # pasted in a shell: exactly these arguments
+    else:
+        resume = []
+        command = shlex.split(last.partition(f"no checkpoint was saved in {run_dir}; start again with: ")[2])
+    assert command == ["bash", "scripts/run_distributed.sh", "2", *args, *resume], last

@@ -59,11 +59,11 @@ def _generate(args: argparse.Namespace) -> None:
     settings = {key: getattr(args, key) if getattr(args, key) is not None else saved.get(key, default)
                 for key, default in DEFAULTS.items()}
 
-    def answer(prompt: str, stop: tuple[str, ...] = ()) -> str:
+    def answer(prompt: str, stop: tuple[str, ...] = (), rendered: bool = False) -> str:
         pieces = []
         for piece in stream(trained.network, trained.meta, trained.cfg.model.block_size, prompt, args.max_new_tokens,
                             settings["temperature"], settings["top_k"], args.seed, args.cache, settings["top_p"],
-                            stop):
+                            stop, add_special_tokens=not rendered):
             print(piece, end="", flush=True)
             pieces.append(piece)
         print(flush=True)
@@ -76,7 +76,7 @@ def _generate(args: argparse.Namespace) -> None:
     stop = end_of_turn(trained.meta)
     messages = [{"role": "user", "content": args.chat or ask()}]
     while messages[-1]["content"]:
-        reply = answer(render(trained.meta, messages, add_generation_prompt=True), stop)
+        reply = answer(render(trained.meta, messages, add_generation_prompt=True), stop, rendered=True)
         if args.chat:  # one message: one answer
             return
         messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": ask()}]

@@ -26,26 +26,33 @@ from ...engine.errors import UserError
 
 def sample(network, meta: dict, block_size: int, prompt: str = "", max_new_tokens: int = 200,
            temperature: float = 1.0, top_k: int | None = None, seed: int = 0, cache: bool = True,
-           top_p: float | None = None, stop: tuple[str, ...] = ()) -> str:
+           top_p: float | None = None, stop: tuple[str, ...] = (), add_special_tokens: bool = True) -> str:
     """Return up to ``max_new_tokens`` new tokens, decoded (the prompt is not repeated)."""
     return "".join(stream(network, meta, block_size, prompt, max_new_tokens, temperature, top_k, seed, cache, top_p,
-                          stop))
+                          stop, add_special_tokens))
 
 
 def stream(network, meta: dict, block_size: int, prompt: str = "", max_new_tokens: int = 200,
            temperature: float = 1.0, top_k: int | None = None, seed: int = 0, cache: bool = True,
-           top_p: float | None = None, stop: tuple[str, ...] = ()):
+           top_p: float | None = None, stop: tuple[str, ...] = (), add_special_tokens: bool = True):
     """The new text piece by piece, as tokens are drawn; it stops at an end-of-text token (the
     checkpoint's ``generation.eos_token_ids``, or its tokenizer's) or at a ``stop`` text (a chat
     turn's end, however it is tokenised), neither of which is shown. A piece never ends inside
-    a character: bytes of one split across tokens wait for the rest."""
+    a character: bytes of one split across tokens wait for the rest.
+
+    ``add_special_tokens``: the prompt starts as the tokenizer starts a text (a Llama tokenizer's
+    BOS), as ``tokenizer(prompt)`` in transformers and every document in training; a rendered chat
+    template carries its own. New tokens are decoded after the prompt's, not alone: a SentencePiece
+    word's leading space survives."""
     from .data import Tokenizer
 
     check_settings(max_new_tokens, temperature, top_k, top_p)
     tokenizer = Tokenizer.from_meta(meta)
     vocab = tokenizer.vocab_size  # embedding rows past it (padding) are never drawn
     eos = set(meta.get("generation", {}).get("eos_token_ids") or [tokenizer.eos_id]) - {None}
-    ids = tokenizer.encode(prompt, "--prompt").tolist()
+    ids = [*(tokenizer.document_start if add_special_tokens else []), *tokenizer.encode(prompt, "--prompt").tolist()]
+    context = list(ids)
+    head = tokenizer.decode(context)
     rng = np.random.default_rng(seed)
     next_logits = (CachedDecoder if cache else WindowDecoder)(network, block_size)
     new: list[int] = []
@@ -60,7 +67,7 @@ def stream(network, meta: dict, block_size: int, prompt: str = "", max_new_token
             break
         ids.append(token)
         new.append(token)
-        text = tokenizer.decode(new)
+        text = decode_new(tokenizer, context, head, new)
         ended = min((text.index(s) for s in stop if s in text), default=None)
         if ended is not None:
             yield text[len(shown):ended]
@@ -70,8 +77,14 @@ def stream(network, meta: dict, block_size: int, prompt: str = "", max_new_token
         if not text.endswith("\ufffd") and len(text) - held > len(shown):
             yield text[len(shown):len(text) - held]
             shown = text[:len(text) - held]
-    if tokenizer.decode(new) != shown:
-        yield tokenizer.decode(new)[len(shown):]
+    if (text := decode_new(tokenizer, context, head, new)) != shown:
+        yield text[len(shown):]
+
+
+def decode_new(tokenizer, context: list[int], head: str, new: list[int]) -> str:
+    """The text of ``new`` as it reads after ``context`` (decoded as ``head``)."""
+    full = tokenizer.decode(context + new)
+    return full[len(head):] if full.startswith(head) else tokenizer.decode(new)
 
 
 def window_start(n: int, block_size: int) -> int:
