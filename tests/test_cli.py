@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 
 from helpers import available_tasks, git, msscaffold, read_answers, task_facts
 from typer.testing import CliRunner
@@ -37,9 +38,11 @@ def test_tasks_lists_every_task_of_the_template():
 
 
 def test_new_in_process(tmp_path):
-    dest = tmp_path / "proj"
+    dest = tmp_path / "my projects" / "proj"
     result = runner.invoke(app, ["new", str(dest), "--task", "vision", "-d", "epochs=2", "--no-git"])
     assert result.exit_code == 0, result.output
+    next_line = next(line for line in result.output.splitlines() if line.startswith("Next: "))
+    assert shlex.split(next_line.removeprefix("Next: "))[:2] == ["cd", str(dest)]  # pasted in a shell
     answers = read_answers(dest)
     assert (answers["project_name"], answers["package_name"], answers["epochs"]) == ("proj", "proj", 2)
     assert not (dest / ".git").exists()

@@ -8,6 +8,7 @@ msscaffold doctor
 
 from __future__ import annotations
 
+import shlex
 import sys
 import traceback
 from contextlib import contextmanager
@@ -191,7 +192,7 @@ def new(
             dest, source=src, data=answers, interactive=interactive, init_git=not no_git
         )
         out.print(f"Created {dest} ({result.get('task', '?')}, template {result.get('_commit', src.src)}).")
-        out.print(f"Next: cd {dest} && pip install -e . && python train.py")
+        out.print(f"Next: cd {shlex.quote(str(dest))} && pip install -e . && python train.py", markup=False)
 
 
 @app.command()

@@ -40,8 +40,7 @@ def budget_note(max_examples: int | None, examples: int) -> str:
     if max_examples is None:
         return f"eval: all {examples:,} eval examples (eval.max_examples=null)"
     if examples < max_examples:
-        return (f"eval: eval.max_examples={max_examples} is more than the {examples:,} eval examples: "
-                "evaluating all of them")
+        return f"eval: all {examples:,} eval examples (fewer than eval.max_examples={max_examples})"
     return f"eval: a fixed subset of {examples:,} eval examples (eval.max_examples), the same at every evaluation"
 
 

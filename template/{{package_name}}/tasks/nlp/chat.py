@@ -46,5 +46,7 @@ def render(meta: dict, messages: list[dict], add_generation_prompt: bool = False
     try:
         return _compiled(template).render(messages=messages, add_generation_prompt=add_generation_prompt,
                                           **special)
-    except JinjaError as exc:
+    except TemplateError:
+        raise
+    except (JinjaError, ArithmeticError, LookupError, TypeError, ValueError) as exc:  # whatever a template raises
         raise TemplateError(f"the chat template failed on this conversation ({type(exc).__name__}: {exc})") from None
