@@ -41,6 +41,9 @@ def read_columns(file: Path, required: tuple[str, ...], types: dict[str, type], 
             line = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0]) + 1 + (not names)
             raise DataError(f"{file}:{line}: {name} '' is not {'an integer' if kind is np.int64 else 'a number'}")
         columns[name] = column.to_pylist() if kind is str else column.to_numpy().astype(kind, copy=False)
+        if kind is np.float32 and not np.isfinite(columns[name]).all():  # inf, nan: parsed, but not a rating
+            at = int(np.flatnonzero(~np.isfinite(columns[name]))[0])
+            raise DataError(f"{file}:{at + 1 + (not names)}: {name} '{column[at]}' is not a finite number")
     return columns
 
 

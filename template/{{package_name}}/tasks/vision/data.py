@@ -170,11 +170,12 @@ def normalisation(cfg, measure: Callable[[], tuple]) -> tuple:
 
 def list_folder(root: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Image paths (sorted per class), int32 labels and class names (the sub-folder names, sorted)."""
-    classes = sorted(d.name for d in root.iterdir() if d.is_dir())
+    classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))  # not .ipynb_*
     if not classes:
         raise DataError(f"{root}: an image folder needs one sub-folder per class")
     files, labels = [], []
     for label, name in enumerate(classes):
+        before = len(files)
         for file in sorted((root / name).iterdir()):
             suffix = file.suffix.lower()
             if suffix in IMAGE_SUFFIXES - STREAM_SUFFIXES:
@@ -182,6 +183,7 @@ def list_folder(root: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
             if suffix in STREAM_SUFFIXES:
                 files.append(str(file))
                 labels.append(label)
-    if not files:
-        raise DataError(f"data.path={str(root)!r} holds no images ({', '.join(sorted(STREAM_SUFFIXES))})")
+        if len(files) == before:  # a class the model could never learn: a mistake, not a class
+            raise DataError(f"{root / name}: a class folder with no images ({', '.join(sorted(STREAM_SUFFIXES))}); "
+                            "fill it or remove it")
     return np.asarray(files), np.asarray(labels, np.int32), classes
