@@ -258,17 +258,20 @@ def test_generate_prompt_is_transformers_generate_of_the_tokenizers_ids(project,
     converted = run(project, "convert_weights.py", str(tmp_path / "mistral"), "--out", "bos.ckpt")
     assert converted.returncode == 0, converted.stderr[-2000:]
     prompt = "the lazy fox"
-    generated = run(project, "generate.py", "--checkpoint", "bos.ckpt", "--prompt", prompt, "--temperature", "0",
-                    "--max-new-tokens", "12")
+    generated = run(project, "generate.py", "--checkpoint", "bos.ckpt", "--prompt", prompt,
+                    "--temperature", "0", "--max-new-tokens", "12")
     assert generated.returncode == 0, generated.stderr[-2000:]
-    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "mistral" / "tokenizer.json"))
+    folder = tmp_path / "mistral"
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"))
     ids = tokenizer(prompt, return_tensors="pt")
     assert ids["input_ids"][0, 0] == bpe.token_to_id("<|im_start|>")  # the tokenizer adds its BOS
     with torch.no_grad():
-        out = reference.generate(**ids, max_new_tokens=12, do_sample=False, eos_token_id=[0, 2], pad_token_id=0)
+        out = reference.generate(**ids, max_new_tokens=12, do_sample=False, eos_token_id=[0, 2],
+                                 pad_token_id=0)
     new = out[0, ids["input_ids"].shape[1]:].tolist()
     new = new[:-1] if new and new[-1] in (0, 2) else new  # the end of text is not printed
-    expected = tokenizer.decode(ids["input_ids"][0].tolist() + new)[len(tokenizer.decode(ids["input_ids"][0])):]
+    prompt_ids = ids["input_ids"][0].tolist()
+    expected = tokenizer.decode(prompt_ids + new)[len(tokenizer.decode(prompt_ids)):]
     assert generated.stdout == prompt + expected + "\n"
 
 
