@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 
+import pytest
 from helpers import available_tasks, git, msscaffold, read_answers, task_facts
 from typer.testing import CliRunner
 
@@ -89,6 +91,23 @@ def test_ctrl_c_exits_130_in_one_line_and_leaves_nothing(tmp_path, monkeypatch):
     assert result.exit_code == 130
     assert result.stderr.strip().splitlines() == ["error: interrupted"]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_during_new_leaves_nothing(tmp_path, monkeypatch, signum):
+    """SIGTERM (``timeout``, a scheduler) or SIGHUP (a closed terminal) once Copier has written
+    the project: rolled back as Ctrl-C is (0.10.1: the process died, leaving the files)."""
+    from msscaffold import generate
+
+    def stopped(*args, **kwargs):
+        os.kill(os.getpid(), signum)
+
+    monkeypatch.setattr(generate, "commit_all", stopped)
+    result = runner.invoke(app, ["new", str(tmp_path / "proj")])
+    assert result.exit_code == 130
+    assert result.stderr.strip().splitlines() == ["error: interrupted"]
+    assert list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signum) is signal.SIG_DFL  # the process's own handlers are back
 
 
 def test_a_bug_shows_its_traceback_and_says_so(tmp_path, monkeypatch):

@@ -69,6 +69,26 @@ def test_update_conflict_exits_nonzero_naming_the_file(tmp_path, template):
     assert "<<<<<<< " in (project / "NOTES.md").read_text()
 
 
+def test_an_update_stopped_by_a_signal_leaves_the_project_as_it_was(tmp_path, template, monkeypatch):
+    """SIGTERM after Copier rewrote the files: the project is back at its commit, the user's edit
+    and the answers included (0.10.1: the process died with files rewritten and added)."""
+    import signal
+
+    from typer.testing import CliRunner
+
+    from msscaffold import generate
+    from msscaffold.cli import app
+
+    project = generated(tmp_path, template, -1)
+    before = {path: path.read_bytes() for path in project.rglob("*") if path.is_file() and ".git" not in path.parts}
+    monkeypatch.setattr(generate, "follow_moves", lambda *args: os.kill(os.getpid(), signal.SIGTERM))
+    result = CliRunner().invoke(app, ["update", str(project)])
+    assert result.exit_code == 130, result.output
+    after = {path: path.read_bytes() for path in project.rglob("*") if path.is_file() and ".git" not in path.parts}
+    assert after == before and git("status", "--porcelain", cwd=project) == ""
+    assert read_answers(project)["_commit"] == "v1.0.0"
+
+
 def test_plain_copier_update_works_too(tmp_path, template):
     project = generated(tmp_path, template, -1)
     cmd = [sys.executable, "-m", "copier", "update", "--defaults", "--skip-answered"]

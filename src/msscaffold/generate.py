@@ -3,6 +3,9 @@
 Everything Copier could read from the user's environment that changes answers is pinned:
 explicit ``settings`` (no user Copier settings), no ``_tasks``/``_jinja_extensions`` in the
 template (so never ``unsafe``), ``defaults=True`` unless prompting on a terminal.
+
+All or nothing: a ``new`` or ``update`` that fails or is stopped (Ctrl-C, SIGTERM, SIGHUP: a
+closed terminal, ``timeout``) leaves the destination as it found it.
 """
 
 from __future__ import annotations
@@ -11,7 +14,11 @@ import math
 import os
 import re
 import shutil
+import signal
+import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -126,6 +133,34 @@ def _copier_call(fn, *args, **kwargs):
         raise MsscaffoldError(f"git failed: {lines[-1] if lines else exc}") from exc
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def rolled_back(undo) -> Iterator[None]:
+    """Run the body with SIGTERM and SIGHUP raising as Ctrl-C does; on any exception, ``undo()``
+    with every stop signal ignored (a second Ctrl-C cannot cut the rollback short), then re-raise."""
+    main = threading.current_thread() is threading.main_thread()  # handlers live in the main thread
+    previous = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS[1:]} if main else {}
+    try:
+        yield
+    except BaseException:
+        held = {s: signal.signal(s, signal.SIG_IGN) for s in STOP_SIGNALS} if main else {}
+        try:
+            undo()
+        finally:
+            for signum, handler in held.items():
+                signal.signal(signum, handler)
+        raise
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -169,7 +204,7 @@ def new_project(
     check_destination(dest)
     answers = check_data(data, copier_config(source))
     top, existed = _created_paths(dest)
-    try:
+    with rolled_back(lambda: _remove_output(top, existed)):
         _copier_call(
             run_copy,
             source.src,
@@ -187,9 +222,6 @@ def new_project(
         if init_git:
             commit = answers.get("_commit", "unversioned")
             commit_all(dest, f"Initial commit from msscaffold {__version__} (template {commit})")
-    except BaseException:
-        _remove_output(top, existed)
-        raise
     return answers
 
 
@@ -230,24 +262,34 @@ def read_answers(path: Path) -> dict:
 def update_project(
     path: Path, *, vcs_ref: str | None = None, interactive: bool = False, quiet: bool = True
 ) -> list[str]:
-    """Run ``copier update`` on ``path``; return the files left with conflicts."""
+    """Run ``copier update`` on ``path``; return the files left with conflicts. A failed or
+    stopped update restores the project's committed state (it was clean: nothing else is lost)."""
     answers = read_answers(path)
     source = for_update(str(answers["_src_path"]), vcs_ref)
     check_commit(source, str(answers["_commit"]))
-    _copier_call(
-        run_update,
-        path,
-        vcs_ref=source.ref,
-        settings=Settings(),
-        defaults=not interactive,
-        overwrite=True,
-        conflict="inline",
-        unsafe=False,
-        quiet=quiet,
-    )
-    moved = _copier_call(follow_moves, path, source.src, str(answers["_commit"]), answers)
+    top = toplevel(path)
+    head = git("rev-parse", "HEAD", cwd=top).strip()
+    with rolled_back(lambda: _restore(top, head)):
+        _copier_call(
+            run_update,
+            path,
+            vcs_ref=source.ref,
+            settings=Settings(),
+            defaults=not interactive,
+            overwrite=True,
+            conflict="inline",
+            unsafe=False,
+            quiet=quiet,
+        )
+        moved = _copier_call(follow_moves, path, source.src, str(answers["_commit"]), answers)
     described = {entry.partition(" (")[0] for entry in moved}
     return sorted({*(f for f in find_conflicts(path) if f not in described), *moved})
+
+
+def _restore(top: Path, head: str) -> None:
+    """Back to commit ``head`` with nothing untracked added (ignored files, e.g. runs/, stay)."""
+    git("reset", "--quiet", "--hard", head, cwd=top)
+    git("clean", "-d", "--force", "--quiet", cwd=top)
 
 
 def find_conflicts(path: Path) -> list[str]:
