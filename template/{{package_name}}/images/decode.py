@@ -19,7 +19,13 @@ def open_image(file: Path) -> Image.Image:
     try:
         image = Image.open(file)
         image.load()
-    except (UnidentifiedImageError, OSError):
+    except FileNotFoundError:
+        raise DataError(f"{file}: no such file") from None
+    except IsADirectoryError:
+        raise DataError(f"{file}: a folder, not an image file") from None
+    except Image.DecompressionBombError as exc:  # a header claiming billions of pixels
+        raise DataError(f"{file}: not read ({str(exc).split(' could be')[0].rstrip(',')})") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
         raise DataError(f"{file}: not a readable image (corrupt or unsupported format)") from None
     if image.mode.startswith("I;16") or image.mode == "I":
         image = Image.fromarray((np.asarray(image, np.uint32) >> 8).clip(0, 255).astype(np.uint8), "L")

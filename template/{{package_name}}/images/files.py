@@ -1,8 +1,8 @@
 """Image files streamed through ``mindspore.dataset``: listed up front, decoded in the workers.
 
 ``ImageFiles`` is an ``ExampleSource`` (``engine/task.py``) that names its ``files``: the engine
-reads their bytes in C++, and ``read`` checks a file (cheaply: a file MindSpore's decoder would
-crash on is refused before it gets there) and returns the rest of its row (its position, the
+reads their bytes in C++, and ``read`` checks a file (once per process: a file MindSpore's decoder
+would crash on is refused before it gets there) and returns the rest of its row (its position, the
 numbers of its random crop, its label...). MindSpore's C++ vision ops decode, crop, resize and
 normalise in ``data.workers`` parallel workers, so memory holds a few batches, not the data
 set. Train-time augmentation (random resized crop and/or a horizontal flip) draws its
@@ -12,6 +12,7 @@ a resumed run and any number of workers see exactly the same crops.
 
 from __future__ import annotations
 
+import io
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Literal
 import numpy as np
 from mindspore import Tensor
 from mindspore.dataset import vision
+from PIL import Image
 
 from ..engine import pipeline
 from ..engine.errors import DataError
@@ -76,12 +78,15 @@ class ImageFiles:
         # "file": the row's position in files (GeneratorDataset needs a column even when nothing else is read)
         self.columns = ("file", *(["crop"] if self.augmented else []), *extra)
         self.outputs = ("image", *extra)
+        self.checked: set[int] = set()  # files read_bytes has passed, in this process
 
     def __len__(self) -> int:
         return len(self.files)
 
     def read(self, index: int, epoch: int) -> tuple[np.ndarray, ...]:
-        read_bytes(self.files[index])  # before its bytes reach Decode (the engine zips them on after this)
+        if index not in self.checked:  # before its bytes reach Decode (the engine zips them on after this)
+            read_bytes(self.files[index])
+            self.checked.add(index)
         return (np.int32(index), *([self.crop(index, epoch)] if self.augmented else []),
                 *(column[index] for column in self.extra.values()))
 
@@ -155,9 +160,10 @@ def image_rng(seed: int, epoch: int, index: int, stream: str) -> random.Random:
 
 
 def read_bytes(file: str) -> np.ndarray:
-    """A file's bytes, refused here (cheaply) when it is not an image MindSpore decodes or is
-    visibly cut short: a JPEG truncated inside its headers crashes MindSpore's decoder
-    (SIGFPE: the process dies without a message)."""
+    """A file's bytes, refused here when it is not an image MindSpore decodes, is visibly cut short
+    or is a JPEG that libjpeg's own checks refuse: a JPEG truncated inside its headers, or with
+    one wrong byte in a segment length or Huffman table, crashes MindSpore's decoder (SIGFPE,
+    SIGSEGV: the process dies without a message)."""
     try:
         data = np.fromfile(file, np.uint8)
     except OSError as exc:
@@ -168,7 +174,24 @@ def read_bytes(file: str) -> np.ndarray:
     if (head.startswith(JPEG) and not jpeg_complete(data.tobytes())) or (
             head.startswith(PNG) and b"IEND" not in data[-1024:].tobytes()):
         raise DataError(f"{file}: not a readable image (truncated)")
+    if head.startswith(JPEG) and (problem := jpeg_problem(data.tobytes())):
+        raise DataError(f"{file}: not a readable image (corrupt JPEG: {problem})")
     return data
+
+
+def jpeg_problem(data: bytes) -> str | None:
+    """What Pillow (libjpeg, with its checks) finds wrong in a JPEG, or None. Decoded at 1/8 scale
+    (libjpeg's DCT scaling): every header and the whole entropy-coded stream are read, most of
+    the inverse DCT is skipped (0.1 ms for a 160 x 160 photo)."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
+            image.load()
+    except Image.DecompressionBombError as exc:
+        return str(exc).split(" could be")[0].rstrip(",")
+    except (OSError, SyntaxError, ValueError) as exc:  # UnidentifiedImageError is an OSError
+        return str(exc) or type(exc).__name__
+    return None
 
 
 def jpeg_complete(data: bytes) -> bool:
