@@ -46,6 +46,8 @@ class State:
     best: float | None = None
     evals_since_best: int = 0
     skipped_steps: int = 0  # overflowed (fp16) steps whose update was skipped
+    total_steps: int = 0  # the run's length when saved (a resume may change it)
+    stretches: list = field(default_factory=list)  # [step, total before, after] per change (optim.lr_schedule)
 
 
 @dataclass
@@ -178,14 +180,20 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
     runtime.seed_everything(cfg.seed + comm.rank, mindspore_only=True)
     model = task.build_model(cfg, data.meta, comm)
     distributed.copy_from_rank_0(model.network, comm)
-    schedule = lr_schedule(cfg.optim, total_steps)
+    # A resume that changes the run's length stretches the rest of its schedule from where it is.
+    saved = meta["state"] if meta is not None else {}
+    stretches = [*saved.get("stretches", [])]
+    if saved.get("total_steps") and saved["total_steps"] != total_steps:
+        stretches.append([saved["step"], saved["total_steps"], total_steps])
+    schedule = lr_schedule(cfg.optim, total_steps, stretches)
     optimizer = build_optimizer(cfg.optim, model.network.trainable_params(), schedule,
                                 layer_scales(cfg.optim, model, cfg.task), model.no_decay)
     reducer = distributed.grad_reducer(optimizer.parameters, comm)
     step_fn = build_train_step(model, optimizer, reducer, cfg.train, cfg.runtime.jit_level)
     model.loss.set_train(True)
     run = Run(cfg, task, comm, device, data, batches, model.network, optimizer, schedule, step_fn, total_steps,
-              per_epoch, ema=build_ema(model.network, cfg.train.ema), resumed_from=resume_path)
+              per_epoch, ema=build_ema(model.network, cfg.train.ema), state=State(total_steps=total_steps),
+              resumed_from=resume_path)
 
     if resume_path is None:
         task.warm_start(run.network, cfg)
@@ -196,6 +204,7 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
         checkpoint.restore(params, run.network, optimizer, step_fn.scaler, *run.ema.holders)
         run.ema.restored()  # the file's network names hold the average: the training weights back in
         run.state = State(**{k: v for k, v in meta["state"].items() if k in State.__dataclass_fields__})
+        run.state.total_steps, run.state.stretches = total_steps, stretches
         run.run_dir, run.lock = resume_dir(cfg, resume_path, run.state.step, comm.is_main)
         log.info(f"resumed from {resume_path} at step {run.state.step} (epoch {run.state.epoch}); "
                  f"writing to {run.run_dir}")

@@ -12,9 +12,15 @@ from .errors import ConfigError
 from .schema import Optim
 
 
-def lr_schedule(cfg: Optim, total_steps: int) -> np.ndarray:
-    """Learning rate for each optimizer step: linear warmup, then constant/step/cosine."""
+def lr_schedule(cfg: Optim, total_steps: int, stretches: list = ()) -> np.ndarray:
+    """Learning rate for each optimizer step: linear warmup, then constant/step/cosine.
+    ``stretches``: ``[step, total before, total after]`` for each resume that changed the run's
+    length: from that step on, the rest of the schedule as it was is spread over the new length
+    (the rate goes on from where it was, and still ends where it would have)."""
     steps = np.arange(total_steps + 1, dtype=np.float64)  # +1: the last step reads index total
+    for start, before, after in reversed(stretches):  # each step -> its place in the schedule as planned
+        steps = np.where(steps > start, start + (steps - start) * (before - start) / max(after - start, 1), steps)
+        total_steps = before
     if cfg.schedule == "constant":
         factor = np.ones_like(steps)
     elif cfg.schedule == "step":
