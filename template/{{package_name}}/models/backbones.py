@@ -32,7 +32,7 @@ class Options:
     widths: tuple[int, ...] = (32, 64)  # small_cnn: channels per stage
     blocks_per_stage: int = 1  # small_cnn
     norm: str = "group"  # small_cnn: group | batch | none
-    drop_path: float = 0.0  # resnet*: stochastic depth of the last block
+    drop_path: float = 0.0  # stochastic depth of the last residual block (every arch: drop_path.py)
     vit_sizes: tuple[int, int, int, int, int] | None = None  # vit*: (patch, layers, heads, width, mlp_dim)
     dropout: float = 0.0  # vit*
 
@@ -45,7 +45,8 @@ class Backbone:
 
 
 def _small_cnn(o: Options) -> nn.Cell:
-    return SmallCNN(o.channels, o.image_size, list(o.widths), o.blocks_per_stage, o.norm, conv_class(o.fast_conv))
+    return SmallCNN(o.channels, o.image_size, list(o.widths), o.blocks_per_stage, o.norm, conv_class(o.fast_conv),
+                    o.drop_path)
 
 
 def _resnet(arch: str) -> Callable[[Options], nn.Cell]:
@@ -54,7 +55,8 @@ def _resnet(arch: str) -> Callable[[Options], nn.Cell]:
 
 def _vit(o: Options) -> nn.Cell:
     patch, layers, heads, width, mlp_dim = o.vit_sizes
-    return VisionTransformer(o.image_size, patch, layers, heads, width, mlp_dim, o.channels, o.dropout)
+    return VisionTransformer(o.image_size, patch, layers, heads, width, mlp_dim, o.channels, o.dropout,
+                             drop_path=o.drop_path)
 
 
 BACKBONES: dict[str, Backbone] = {

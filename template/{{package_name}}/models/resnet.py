@@ -6,9 +6,8 @@ table (``convert_weights.py``), not code per layer.
 BatchNorm, as published: its statistics come from each micro-batch, so gradient accumulation
 and data parallelism are approximate (the task says so when you use them).
 
-``drop_path`` (``model.drop_path``): stochastic depth (Huang et al. 2016, as timm): in training,
-each block's residual branch is dropped for a whole image with a probability rising linearly
-from 0 at the first block to ``drop_path`` at the last, and scaled by 1 / keep otherwise.
+``drop_path`` (``model.drop_path``): stochastic depth on each block's residual branch
+(``drop_path.py``).
 
 ``conv``: the convolution class, ``nn.Conv2d`` or ``fast_conv.FastConv2d`` (same parameter
 names, faster backward on CPU; ``model.fast_conv``).
@@ -20,6 +19,8 @@ import re
 
 from mindspore import nn, ops
 from mindspore.common.initializer import HeNormal
+
+from .drop_path import DropPath, block_rates
 
 
 def conv(in_ch: int, out_ch: int, kernel: int, stride: int = 1, cls=nn.Conv2d) -> nn.Conv2d:
@@ -70,23 +71,6 @@ class Bottleneck(nn.Cell):
         return self.relu(self.drop_path(out) + self.downsample(x))
 
 
-class DropPath(nn.Cell):
-    """A residual branch kept per image with probability 1 - ``p`` (scaled by 1 / keep) in
-    training; the identity in evaluation and export. Its masks come from MindSpore's generator,
-    like dropout's: a resumed run does not redraw them exactly."""
-
-    def __init__(self, p: float = 0.0):
-        super().__init__()
-        self.p = p
-
-    def construct(self, x):  # (B, C, H, W)
-        if not self.training or self.p == 0:
-            return x
-        keep = 1 - self.p
-        mask = ops.floor(keep + ops.rand((x.shape[0], 1, 1, 1), dtype=x.dtype))  # 1 with probability keep
-        return x * mask / keep
-
-
 def shortcut(in_ch: int, out_ch: int, stride: int, cls=nn.Conv2d) -> nn.Cell:
     """Identity, or a strided 1x1 conv + BatchNorm where the shape changes (``downsample.0/1``)."""
     if stride == 1 and in_ch == out_ch:
@@ -130,7 +114,7 @@ class ResNet(nn.Cell):
     def __init__(self, arch: str, channels: int = 3, conv_cls=nn.Conv2d, drop_path: float = 0.0):
         super().__init__()
         block, depths = ARCHS[arch]
-        drops = iter([drop_path * i / max(sum(depths) - 1, 1) for i in range(sum(depths))])
+        drops = iter(block_rates(drop_path, sum(depths)))
         self.conv1, self.bn1 = conv(channels, 64, 7, 2, conv_cls), nn.BatchNorm2d(64)
         self.relu = nn.ReLU()
         self.maxpool = StemPool()

@@ -11,7 +11,8 @@ batch, and train and eval modes compute the same function. ``model.norm: batch``
 BatchNorm (the engine then warns that accumulation is approximate).
 
 ``conv``: the convolution class, ``nn.Conv2d`` or ``fast_conv.FastConv2d`` (same parameters,
-faster backward on CPU; ``model.fast_conv``).
+faster backward on CPU; ``model.fast_conv``). ``drop_path``: stochastic depth on each residual
+block's body (``drop_path.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from __future__ import annotations
 import math
 
 from mindspore import nn, ops
+
+from .drop_path import DropPath, block_rates
 
 STAGE_INPUT = 8  # the side length the stem reduces images to
 
@@ -35,8 +38,9 @@ def conv_norm_relu(in_ch: int, out_ch: int, stride: int, norm: str, conv=nn.Conv
 class ResidualBlock(nn.Cell):
     """conv-norm-ReLU-conv-norm plus a shortcut (1x1 conv when the shape changes)."""
 
-    def __init__(self, in_ch: int, out_ch: int, stride: int, norm: str, conv=nn.Conv2d):
+    def __init__(self, in_ch: int, out_ch: int, stride: int, norm: str, conv=nn.Conv2d, drop: float = 0.0):
         super().__init__()
+        self.drop_path = DropPath(drop)
         self.body = nn.SequentialCell(
             conv(in_ch, out_ch, 3, stride=stride, pad_mode="same", has_bias=False),
             norm_layer(norm, out_ch), nn.ReLU(),
@@ -48,7 +52,7 @@ class ResidualBlock(nn.Cell):
         self.relu = nn.ReLU()
 
     def construct(self, x):
-        return self.relu(self.body(x) + self.shortcut(x))
+        return self.relu(self.drop_path(self.body(x)) + self.shortcut(x))
 
 
 def stem_halvings(image_size: int) -> int:
@@ -58,15 +62,17 @@ def stem_halvings(image_size: int) -> int:
 
 class SmallCNN(nn.Cell):
     def __init__(self, channels: int, image_size: int, widths: list[int], blocks_per_stage: int, norm: str,
-                 conv=nn.Conv2d):
+                 conv=nn.Conv2d, drop_path: float = 0.0):
         super().__init__()
+        drops = iter(block_rates(drop_path, len(widths) * blocks_per_stage))
         layers = conv_norm_relu(channels, widths[0], 1, norm, conv)
         for _ in range(stem_halvings(image_size)):
             layers += conv_norm_relu(widths[0], widths[0], 2, norm, conv)
         in_ch, self.stem_cells = widths[0], len(layers)
         for stage, width in enumerate(widths):
             for block in range(blocks_per_stage):
-                layers.append(ResidualBlock(in_ch, width, 2 if stage > 0 and block == 0 else 1, norm, conv))
+                layers.append(ResidualBlock(in_ch, width, 2 if stage > 0 and block == 0 else 1, norm, conv,
+                                            next(drops)))
                 in_ch = width
         self.layers = nn.SequentialCell(layers)
         self.out_features = in_ch

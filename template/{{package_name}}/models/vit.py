@@ -24,6 +24,8 @@ import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import Normal, TruncatedNormal, XavierUniform, initializer
 
+from .drop_path import DropPath, block_rates
+
 LN_EPS = 1e-6  # torchvision and timm (PyTorch's default is 1e-5, CLIP's)
 
 
@@ -79,11 +81,13 @@ class SelfAttention(nn.Cell):
 
 class EncoderBlock(nn.Cell):
     """Pre-LayerNorm: x + attention(ln_1(x)), then x + mlp(ln_2(x)). ``mlp`` is torchvision's
-    ``MLPBlock`` (Linear, GELU, Dropout, Linear, Dropout): its linears are ``mlp.0`` and ``mlp.3``."""
+    ``MLPBlock`` (Linear, GELU, Dropout, Linear, Dropout): its linears are ``mlp.0`` and ``mlp.3``.
+    ``drop_path``: stochastic depth on both residual branches, as timm's ``Block``."""
 
     def __init__(self, width: int, heads: int, mlp_dim: int, dropout: float = 0.0, eps: float = LN_EPS,
-                 act: str = "gelu", causal: bool = False, max_len: int = 0):
+                 act: str = "gelu", causal: bool = False, max_len: int = 0, drop_path: float = 0.0):
         super().__init__()
+        self.drop_path = DropPath(drop_path)
         self.ln_1 = nn.LayerNorm((width,), epsilon=eps)
         self.self_attention = SelfAttention(width, heads, causal, max_len)
         self.dropout = nn.Dropout(p=dropout)
@@ -92,25 +96,27 @@ class EncoderBlock(nn.Cell):
                                       nn.Dense(mlp_dim, width), nn.Dropout(p=dropout)])
 
     def construct(self, x):  # (B, T, C) -> (B, T, C)
-        x = x + self.dropout(self.self_attention(self.ln_1(x)))
-        return x + self.mlp(self.ln_2(x))
+        x = x + self.drop_path(self.dropout(self.self_attention(self.ln_1(x))))
+        return x + self.drop_path(self.mlp(self.ln_2(x)))
 
 
-def encoder_layers(n: int, *args, **kwargs) -> nn.SequentialCell:
-    """``n`` blocks named ``encoder_layer_0`` ... as torchvision names them."""
-    return nn.SequentialCell(OrderedDict((f"encoder_layer_{i}", EncoderBlock(*args, **kwargs)) for i in range(n)))
+def encoder_layers(n: int, *args, drop_path: float = 0.0, **kwargs) -> nn.SequentialCell:
+    """``n`` blocks named ``encoder_layer_0`` ... as torchvision names them; block i's drop path
+    rate rises linearly to ``drop_path`` (``drop_path.py``)."""
+    return nn.SequentialCell(OrderedDict((f"encoder_layer_{i}", EncoderBlock(*args, **kwargs, drop_path=rate))
+                                         for i, rate in enumerate(block_rates(drop_path, n))))
 
 
 class Encoder(nn.Cell):
     """Learned positions, (CLIP: a LayerNorm), the blocks, a final LayerNorm (torchvision's ``encoder``)."""
 
     def __init__(self, seq_len: int, layers: int, heads: int, width: int, mlp_dim: int, dropout: float,
-                 eps: float, act: str, pre_norm: bool = False):
+                 eps: float, act: str, pre_norm: bool = False, drop_path: float = 0.0):
         super().__init__()
         self.pos_embedding = Parameter(initializer(Normal(0.02), (1, seq_len, width)), name="pos_embedding")
         self.dropout = nn.Dropout(p=dropout)
         self.ln_pre = nn.LayerNorm((width,), epsilon=eps) if pre_norm else nn.Identity()
-        self.layers = encoder_layers(layers, width, heads, mlp_dim, dropout, eps, act)
+        self.layers = encoder_layers(layers, width, heads, mlp_dim, dropout, eps, act, drop_path=drop_path)
         self.ln = nn.LayerNorm((width,), epsilon=eps)
 
     def construct(self, x):  # (B, T, C) -> (B, T, C)
@@ -124,7 +130,7 @@ class VisionTransformer(nn.Cell):
 
     def __init__(self, image_size: int, patch_size: int, layers: int, heads: int, width: int, mlp_dim: int,
                  channels: int = 3, dropout: float = 0.0, eps: float = LN_EPS, act: str = "gelu",
-                 pre_norm: bool = False, conv_bias: bool = True):
+                 pre_norm: bool = False, conv_bias: bool = True, drop_path: float = 0.0):
         super().__init__()
         if image_size % patch_size:
             raise ValueError(f"image size {image_size} is not a multiple of the patch size {patch_size}")
@@ -133,7 +139,7 @@ class VisionTransformer(nn.Cell):
                                    has_bias=conv_bias, weight_init=TruncatedNormal(math.sqrt(1.0 / fan_in)))
         self.class_token = Parameter(initializer("zeros", (1, 1, width)), name="class_token")
         seq_len = (image_size // patch_size) ** 2 + 1
-        self.encoder = Encoder(seq_len, layers, heads, width, mlp_dim, dropout, eps, act, pre_norm)
+        self.encoder = Encoder(seq_len, layers, heads, width, mlp_dim, dropout, eps, act, pre_norm, drop_path)
         self.out_features = width
         self.num_layers = layers + 1  # optim.layer_decay: embeddings 0, blocks 1..n, final norm (+ head) n + 1
 

@@ -23,7 +23,9 @@ def build_model(cfg, meta: dict, comm: Comm) -> Model:
     if cfg.model.freeze_image_tower:  # fine-tune the text side (and the temperature) only
         for param in network.image_encoder.get_parameters():
             param.requires_grad = False
-    return Model(network=network, loss=ContrastiveLoss(network, comm), constrain=ClampLogitScale(network))
+    # The ViT image tower's class token and position embedding are not decayed, as in the vision task (timm).
+    return Model(network=network, loss=ContrastiveLoss(network, comm), constrain=ClampLogitScale(network),
+                 no_decay=("class_token", "pos_embedding"))
 
 
 def warm_start(network: nn.Cell, cfg) -> None:
