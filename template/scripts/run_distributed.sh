@@ -8,6 +8,7 @@
 # WORKERS is the total number of processes (all nodes); each node starts WORKERS/NODES.
 # MASTER_PORT: on one node, a free port unless set (two jobs on one host never meet); on several,
 # 8118 unless set (every node must name the same one). Each node writes LOG_DIR/msrun.node<N>.out.
+# JOIN_TIMEOUT: seconds to wait for every process to join the job (default 300).
 #
 # A rank that dies (killed, out of memory) or fails ends the job at once: msrun stops the other
 # workers within a second but then waits ~30 s for its scheduler's heartbeat timeout and prints a
@@ -23,6 +24,7 @@ NODES=${NODES:-1}
 NODE_RANK=${NODE_RANK:-0}
 MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
 LOG_DIR=${LOG_DIR:-msrun_log}
+JOIN_TIMEOUT=${JOIN_TIMEOUT:-300}
 
 if (( WORKERS % NODES != 0 )); then
   echo "error: WORKERS=$WORKERS is not divisible by NODES=$NODES" >&2
@@ -41,11 +43,13 @@ fi
 
 mkdir -p "$LOG_DIR"
 OUT="$LOG_DIR/msrun.node$NODE_RANK.out"  # one per node: nodes may share LOG_DIR
+STARTED=$(mktemp)  # when this job started: the worker logs it wrote are newer
+trap 'rm -f "$STARTED"' EXIT
 : > "$OUT"
 # Its own session: msrun and its scheduler form one process group this script can end.
 setsid msrun --worker_num="$WORKERS" --local_worker_num=$(( WORKERS / NODES )) \
   --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" --master_port="$MASTER_PORT" \
-  --log_dir="$LOG_DIR" --join=True train.py "$@" > "$OUT" 2>&1 &
+  --cluster_time_out="$JOIN_TIMEOUT" --log_dir="$LOG_DIR" --join=True train.py "$@" > "$OUT" 2>&1 &
 LAUNCHER=$!
 tail -n +1 -f --pid="$LAUNCHER" "$OUT" &
 TAIL=$!
@@ -83,18 +87,32 @@ wait "$TAIL" 2>/dev/null || true
 
 # This run's folder, as rank 0 logged it; continue from its last.ckpt (the user's --resume replaced).
 run_dir=$(sed -n 's/.*; run dir \(.*\)$/\1/p' "$LOG_DIR/worker_0.log" 2>/dev/null | tail -n 1 || true)
-resume=()
-while (( $# > 0 )); do
-  if [[ "$1" == "--resume" ]]; then shift 2; continue; fi
-  resume+=("$1"); shift
+args=("$@")
+rest=()  # the arguments but a --resume and its value
+for (( i = 0; i < ${#args[@]}; i++ )); do
+  if [[ "${args[i]}" == "--resume" ]]; then (( i += 1 )); continue; fi
+  rest+=("${args[i]}")
 done
+command() {  # this script with these arguments, shell-quoted: pasted in a shell, exactly these
+  printf 'bash scripts/run_distributed.sh %s' "$WORKERS"
+  (( $# == 0 )) || printf ' %q' "$@"
+}
 if [[ -n "$run_dir" && -f "$run_dir/last.ckpt" ]]; then
-  resume+=(--resume "$run_dir/last.ckpt")
-  again="continue with: bash scripts/run_distributed.sh $WORKERS$(printf ' %q' "${resume[@]}")"  # shell-quoted
+  again="continue with: $(command "${rest[@]}" --resume "$run_dir/last.ckpt")"
 elif [[ -n "$run_dir" ]]; then
-  again="no checkpoint was saved in $run_dir; start again with: bash scripts/run_distributed.sh $WORKERS$(printf ' %q' "${resume[@]}")"
+  again="no checkpoint was saved in $run_dir; start again with: $(command "${args[@]}")"
+elif (( NODE_RANK == 0 )); then
+  again="no run had started; start again with: $(command "${args[@]}")"
 else
   again="continue with the command node 0 prints"
+fi
+# A job that never formed (a node that did not start, a wrong MASTER_ADDR or port): say so, not a rank.
+if find "$LOG_DIR" -maxdepth 1 -name 'worker_*.log' -newer "$STARTED" -print0 2>/dev/null \
+    | xargs -0 -r grep -qs "Failed to initialize distributed job cluster"; then
+  echo "error: the job did not form within JOIN_TIMEOUT=${JOIN_TIMEOUT}s: not all $WORKERS processes joined (each" \
+       "of the $NODES node(s) runs this command with its NODE_RANK and the same MASTER_ADDR and MASTER_PORT);" \
+       "$again" >&2
+  exit 1
 fi
 if [[ -n "$stopping" ]]; then
   echo "stopped by a signal: every rank saved or stopped; $again" >&2

@@ -119,3 +119,22 @@ def test_a_dead_or_failing_rank_ends_the_job_in_one_line(tmp_path, fault):
         resume = []
         command = shlex.split(last.partition(f"no checkpoint was saved in {run_dir}; start again with: ")[2])
     assert command == ["bash", "scripts/run_distributed.sh", "2", *args, *resume], last
+
+
+@pytest.mark.slow
+def test_a_node_that_never_joins_is_named_within_the_join_timeout(tmp_path):
+    """Node 0 of 2 started alone: within JOIN_TIMEOUT the script says the job did not form (0.10.1:
+    a 632 s wait, then rank 0 blamed), leaves no process behind and gives the command to start again."""
+    tag = f"join-{os.getpid()}"
+    args = ["--set", f"output.dir={tmp_path}", "--set", "train.max_steps=3"]
+    env = {**os.environ, "PYTHON": sys.executable, "MASTER_PORT": str(free_port()), "LOG_DIR": str(tmp_path / "logs"),
+           "NODES": "2", "NODE_RANK": "0", "JOIN_TIMEOUT": "5", "MSSCAFFOLD_TEST_JOB": tag}
+    started = time.monotonic()
+    job = subprocess.run(["bash", "scripts/run_distributed.sh", "2", *args], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert job.returncode == 1 and time.monotonic() - started < 120, job.stderr[-3000:]
+    assert job_pids(tag) == []
+    last = job.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: the job did not form within JOIN_TIMEOUT=5s: not all 2 processes joined"), last
+    command = shlex.split(last.partition("start again with: ")[2])
+    assert command == ["bash", "scripts/run_distributed.sh", "2", *args], last
