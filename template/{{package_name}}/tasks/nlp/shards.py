@@ -5,7 +5,9 @@ The safetensors format is an 8-byte header length, a JSON header (per tensor: dt
 byte range) and the raw bytes. The file is memory-mapped and each tensor copied out alone
 as float32, so at most one tensor (plus the network it goes into) is in memory at a time,
 never a whole shard. NumPy has no bfloat16: bf16 is the top half of a float32, so its bits
-are shifted into place. Needs neither PyTorch nor the safetensors package.
+are shifted into place. Needs neither PyTorch nor the safetensors package (whose NumPy reader has
+no bf16), and checks a header as strictly as it does: known dtypes, whole shapes, byte ranges
+that match them and tile the data from its first byte to its last, without a gap or an overlap.
 """
 
 from __future__ import annotations
@@ -43,16 +45,58 @@ def shard_files(folder: Path) -> list[Path]:
     return files
 
 
+MAX_HEADER = 100_000_000  # bytes: the safetensors library's own limit
+
+
 def header(path: Path) -> tuple[dict, int]:
-    """The JSON header of a .safetensors file and the offset where its data starts."""
+    """The checked JSON header of a .safetensors file and the offset where its data starts."""
     try:
+        file_size = path.stat().st_size
         with open(path, "rb") as f:
             (size,) = struct.unpack("<Q", f.read(8))
+            if size > min(MAX_HEADER, file_size - 8):
+                raise ValueError(f"a header of {size} bytes")
             meta = json.loads(f.read(size))
-    except (OSError, struct.error, ValueError, UnicodeDecodeError):
-        raise CheckpointError(f"{path} is not a readable .safetensors file") from None
+    except (OSError, struct.error, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise CheckpointError(f"{path} is not a readable .safetensors file ({exc})") from None
+    problem = header_problem(meta, file_size - 8 - size)
+    if problem:
+        raise CheckpointError(f"{path} is not a valid .safetensors file: {problem}")
     meta.pop("__metadata__", None)
     return meta, 8 + size
+
+
+def header_problem(meta, data_size: int) -> str | None:
+    """What is wrong with a parsed header for ``data_size`` bytes of data, or None."""
+    if not isinstance(meta, dict):
+        return "its header is not a JSON object"
+    extra = meta.get("__metadata__", {})
+    if not isinstance(extra, dict) or not all(isinstance(v, str) for v in extra.values()):
+        return "__metadata__ is not a map of strings"
+    ranges = []
+    for name, info in meta.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(info, dict) or info.get("dtype") not in DTYPES:
+            return f"tensor {name!r}: dtype {info.get('dtype') if isinstance(info, dict) else None!r} is not one of " \
+                   f"{', '.join(DTYPES)}"
+        shape, offsets = info.get("shape"), info.get("data_offsets")
+        if not (isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape)):
+            return f"tensor {name!r}: shape {shape!r} is not a list of sizes"
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(n) is int for n in offsets)
+                and 0 <= offsets[0] <= offsets[1]):
+            return f"tensor {name!r}: data_offsets {offsets!r} is not a byte range"
+        if offsets[1] - offsets[0] != int(np.prod(shape, dtype=np.int64)) * np.dtype(DTYPES[info["dtype"]]).itemsize:
+            return f"tensor {name!r}: {offsets[1] - offsets[0]} bytes for shape {shape} of {info['dtype']}"
+        ranges.append((offsets[0], offsets[1], name))
+    at = 0
+    for begin, end, name in sorted(ranges):
+        if begin != at:
+            return f"tensor {name!r} starts at byte {begin}, not {at} ({'an overlap' if begin < at else 'a gap'})"
+        at = end
+    if at != data_size:
+        return f"its tensors cover {at} bytes of {data_size} ({'truncated' if at > data_size else 'bytes left over'})"
+    return None
 
 
 def tensors(path: Path) -> Iterator[tuple[str, np.ndarray]]:
@@ -60,13 +104,8 @@ def tensors(path: Path) -> Iterator[tuple[str, np.ndarray]]:
     meta, start = header(path)
     data = np.memmap(path, dtype=np.uint8, mode="r")
     for name, info in meta.items():
-        dtype = DTYPES.get(info.get("dtype"))
-        if dtype is None:
-            raise CheckpointError(f"{path.name}: tensor {name!r} has dtype {info.get('dtype')}, which this reader "
-                                  f"does not know ({', '.join(DTYPES)})")
+        dtype = DTYPES[info["dtype"]]  # header() checked the dtype, the shape and the byte range
         begin, end = (start + offset for offset in info["data_offsets"])
-        if end > len(data):
-            raise CheckpointError(f"{path} is truncated (tensor {name!r} ends past the end of the file)")
         raw = np.frombuffer(data[begin:end], dtype=dtype).reshape(info["shape"])
         if info["dtype"] == "BF16":
             array = (raw.astype(np.uint32) << 16).view(np.float32)
