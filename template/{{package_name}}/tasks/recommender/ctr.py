@@ -14,7 +14,7 @@ from ...engine.arrays import budget, predict
 from ...engine.errors import DataError
 from ...engine.task import Data, Model
 from .ids import IdMap, ctr_features
-from .log import Log
+from .log import Log, last_of_each_pair
 from .metrics import auc, logloss
 from .model import DeepFM, FeatureLoss
 from .tsvfile import Features, read_tsv
@@ -39,6 +39,10 @@ def prepare(log: Log, cfg) -> Data:
     row = np.arange(len(log.user))
     order = np.lexsort((row, log.time, log.user))
     user, item, rating = log.user[order], log.item[order], log.rating[order]
+    keep = last_of_each_pair(user, item)  # a pair rated twice: its latest rating (never in both splits)
+    if not keep.all():
+        print(f"data: {int((~keep).sum())} repeated (user, item) ratings; each pair's latest is kept", flush=True)
+        user, item, rating = user[keep], item[keep], rating[keep]
     starts = np.r_[0, np.flatnonzero(user[1:] != user[:-1]) + 1]
     sizes = np.diff(np.r_[starts, len(user)])
     position = np.arange(len(user)) - np.repeat(starts, sizes)

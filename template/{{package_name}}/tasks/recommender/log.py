@@ -45,6 +45,18 @@ class Log:
     genres: dict[int, list[str]] = field(default_factory=dict)
 
 
+def last_of_each_pair(user: np.ndarray, item: np.ndarray) -> np.ndarray:
+    """Rows ordered by user, then time: True at each (user, item) pair's last row (a repeated
+    pair is one interaction, at its latest). Stable sorts of one integer code: no row tuples."""
+    _, item_code = np.unique(item, return_inverse=True)
+    user_code = np.cumsum(np.r_[True, user[1:] != user[:-1]]) - 1
+    pair = user_code * (int(item_code.max(initial=0)) + 1) + item_code  # (user, item) as one integer
+    by_pair = np.argsort(pair, kind="stable")  # a pair's rows stay in time order
+    keep = np.ones(len(user), bool)
+    keep[by_pair[:-1][pair[by_pair[1:]] == pair[by_pair[:-1]]]] = False  # all but each pair's last
+    return keep
+
+
 def read_log(cfg) -> Log:
     d = cfg.data
     if d.source == "synthetic":

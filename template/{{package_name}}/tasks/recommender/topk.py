@@ -12,7 +12,7 @@ from ...engine.arrays import budget, compiled, predict
 from ...engine.errors import DataError
 from ...engine.task import Data, Model
 from .ids import IdMap
-from .log import Log
+from .log import Log, last_of_each_pair
 from .metrics import hit_rate, ndcg, rank_of_first
 from .model import NeuMF, PairLoss, TwoTower
 from .sampling import EVAL_NEGATIVE, PairSource, sample_unseen
@@ -23,7 +23,7 @@ CHUNK = 1 << 18  # scored pairs per chunk of users at evaluation
 
 
 MONITOR = "hr10"
-METRICS = ("hr10", "pop_hr10", "ndcg10", "pop_ndcg10", "hr10_full", "pop_hr10_full")
+METRICS = ("hr10", "pop_hr10", "ndcg10", "pop_ndcg10", "hr10_full", "pop_hr10_full", "cold_share")
 
 
 def build_model(cfg, meta: dict) -> Model:
@@ -69,7 +69,11 @@ def prepare(log: Log, cfg) -> Data:
         raise DataError(f"{log.name}: a user has interacted with (nearly) every item: nothing left to rank against")
     if n_neg < d.eval_negatives:
         print(f"data: only {n_neg} unseen items for some user; sampled metrics use {n_neg} negatives", flush=True)
-    eval_ = {"user": eu, "target": ei, "items": candidates.astype(np.int32), "train_items": ti,
+    cold = ~np.isin(ei, candidates)  # held out an item no one trained on: scored through the unknown row
+    if cold.any():
+        print(f"data: {int(cold.sum())} of {len(eu)} users hold out an item that never occurs in training "
+              "(scored through the unknown-item row; in every metric, and their share is cold_share)", flush=True)
+    eval_ = {"user": eu, "target": ei, "cold": cold, "items": candidates.astype(np.int32), "train_items": ti,
              "train_bounds": np.r_[0, np.cumsum(train_counts)], "seen": seen, "width": width,
              "eval_negatives": n_neg, "popularity": np.bincount(ti, minlength=width).astype(np.float32)}
     meta = {"mode": "topk", "users": user_ids.to_meta(), "items": item_ids.to_meta()}
@@ -84,18 +88,14 @@ def latest_per_pair(log: Log) -> tuple[np.ndarray, np.ndarray]:
     order = order[np.argsort(log.user[order], kind="stable")]  # by (user, time, row)
     user, item = log.user[order], log.item[order]
     del order
-    _, item_code = np.unique(item, return_inverse=True)
-    user_code = np.cumsum(np.r_[True, user[1:] != user[:-1]]) - 1
-    pair = user_code * (int(item_code.max(initial=0)) + 1) + item_code  # (user, item) as one integer
-    by_pair = np.argsort(pair, kind="stable")  # a pair's interactions stay in time order
-    keep = np.ones(len(user), bool)
-    keep[by_pair[:-1][pair[by_pair[1:]] == pair[by_pair[:-1]]]] = False  # all but each pair's last
+    keep = last_of_each_pair(user, item)
     return user[keep], item[keep]
 
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
     """HR@10 and NDCG@10 among sampled negatives, HR@10 among all items (``*_full``), each
-    beside popularity's, over the users of the eval budget."""
+    beside popularity's, over the users of the eval budget; ``cold_share``: the share of them
+    whose held-out item never occurs in training (a cold item: no model can rank it on merit)."""
     e = data.eval
     users = budget(len(e["user"]), cfg.eval.max_examples, cfg.seed)
     # Compiled once per network, the forward runs ~3x faster than eagerly (passes of one shape
@@ -104,7 +104,7 @@ def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
     return {"hr10": hit_rate(ranks["model"], K), "pop_hr10": hit_rate(ranks["pop"], K),
             "ndcg10": ndcg(ranks["model"], K), "pop_ndcg10": ndcg(ranks["pop"], K),
             "hr10_full": hit_rate(ranks["model_full"], K), "pop_hr10_full": hit_rate(ranks["pop_full"], K),
-            "examples": len(users)}
+            "cold_share": float(e["cold"][users].mean()) if len(users) else 0.0, "examples": len(users)}
 
 
 def user_ranks(scorer, e: dict, users: np.ndarray, seed: int, chunk: int | None = None) -> dict[str, np.ndarray]:
@@ -129,7 +129,7 @@ def user_ranks(scorer, e: dict, users: np.ndarray, seed: int, chunk: int | None 
                                     Tensor(sampled[:, 0]))
         parts.append({"model": rank_of_first(sampled), "pop": rank_of_first(e["popularity"][candidates]),
                       "model_full": full, "pop_full": pop_full})
-    return {name: np.concatenate([part[name] for part in parts]) if parts else np.zeros(0) for name in
+    return {name: np.concatenate([part[name] for part in parts]) if parts else np.zeros((0, 2)) for name in
             ("model", "pop", "model_full", "pop_full")}
 
 
@@ -163,12 +163,12 @@ def score_pairs(scorer, users: np.ndarray, items: np.ndarray) -> Tensor:
 
 
 def rank_among(scores: Tensor, target: Tensor, excluded: Tensor) -> np.ndarray:
-    """0-based rank of ``target`` (c,) in each row of ``scores`` (c, I), leaving out the
-    ``excluded`` entries; a tie counts half (as ``metrics.rank_of_first``)."""
+    """The rank of ``target`` (c,) in each row of ``scores`` (c, I) as (above, tied) (c, 2), as
+    ``metrics.rank_of_first``, leaving out the ``excluded`` entries."""
     target, kept = target.reshape(-1, 1), ops.logical_not(excluded)
-    above = ops.logical_and(scores > target, kept).astype(ms.float32).sum(1)
-    tied = ops.logical_and(scores == target, kept).astype(ms.float32).sum(1)
-    return (above + 0.5 * tied).asnumpy()
+    above = ops.logical_and(scores > target, kept).astype(ms.int32).sum(1)
+    tied = ops.logical_and(scores == target, kept).astype(ms.int32).sum(1)
+    return ops.stack([above, tied], axis=1).asnumpy()
 
 
 def score(network: nn.Cell, meta: dict, user: int, items: np.ndarray, log: Log) -> np.ndarray:
