@@ -54,25 +54,42 @@ LAUNCHER=$!
 tail -n +1 -f --pid="$LAUNCHER" "$OUT" &
 TAIL=$!
 declare -A RANK_OF=()  # worker pid -> rank, read from the environment msrun gives each worker
+SCHED=""  # msrun's scheduler (node 0): once it dies the workers wait ~60 s for their heartbeats
 record_workers() {
   local pid env
   for pid in $(pgrep -P "$LAUNCHER" 2>/dev/null); do
-    [[ -n "${RANK_OF[$pid]:-}" ]] && continue
+    [[ -n "${RANK_OF[$pid]:-}" || "$pid" == "$SCHED" ]] && continue
     env=$(tr '\0' '\n' 2>/dev/null < "/proc/$pid/environ") || continue
     if grep -qx "MS_ROLE=MS_WORKER" <<< "$env"; then
       RANK_OF[$pid]=$(sed -n 's/^RANK_ID=//p' <<< "$env")
+    elif grep -qx "MS_ROLE=MS_SCHED" <<< "$env"; then
+      SCHED=$pid
     fi
   done
+}
+gone() {  # no such process, or one that has exited (a zombie its parent has not reaped)
+  local state
+  state=$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' "/proc/$1/status" 2>/dev/null)
+  [[ -z "$state" || "$state" == Z || "$state" == X ]]
+}
+workers_running() {
+  local pid
+  for pid in "${!RANK_OF[@]}"; do gone "$pid" || return 0; done
+  return 1
 }
 # Ctrl-C / SIGTERM: the workers stop together at one step and rank 0 saves last.ckpt (train.py).
 stopping=""
 trap 'stopping=1; kill -TERM "${!RANK_OF[@]}" 2>/dev/null || true' INT TERM
 
 failed=""
+orphaned=0  # seconds the workers have run without their scheduler
 while kill -0 "$LAUNCHER" 2>/dev/null; do
   record_workers
   failed=$(grep -m1 -o "Worker process [0-9]* exit with exception. Error code: -\?[0-9]*" "$OUT" || true)
   [[ -n "$failed" ]] && break
+  if [[ -n "$SCHED" ]] && gone "$SCHED" && workers_running; then
+    (( ++orphaned < 5 )) || { failed="scheduler"; break; }  # 5 s: not a job that is winding down
+  fi
   sleep 1
 done
 rc=0
@@ -117,6 +134,10 @@ fi
 if [[ -n "$stopping" ]]; then
   echo "stopped by a signal: every rank saved or stopped; $again" >&2
   exit 130
+fi
+if [[ "$failed" == scheduler ]]; then
+  echo "error: msrun's scheduler (pid $SCHED) died while the ranks trained; every rank stopped; $again" >&2
+  exit 1
 fi
 pid=$(awk '{print $3}' <<< "$failed")
 code=${failed##* }

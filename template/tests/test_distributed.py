@@ -76,13 +76,14 @@ def job_pids(tag: str, *needles: str) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fault", ["killed", "raises"])
+@pytest.mark.parametrize("fault", ["killed", "raises", "scheduler"])
 def test_a_dead_or_failing_rank_ends_the_job_in_one_line(tmp_path, fault):
-    """SIGKILL one of two workers (an OOM kill), or let it fail (a bad file in its shard): every
-    process of the job is gone within 60 s (0.8.4: msrun's traceback 32 s later, its scheduler
-    still running until then), and the last line names the rank, its log and the resume command."""
+    """SIGKILL one of two workers (an OOM kill), or let it fail (a bad file in its shard), or
+    SIGKILL msrun's scheduler: every process of the job is gone within 60 s (0.8.4: msrun's
+    traceback 32 s later, its scheduler still running until then; a killed scheduler: 57 s and a
+    traceback on 0.10.1), and the last line names the rank or the scheduler, and the resume command."""
     tag = f"{fault}-{os.getpid()}"
-    callbacks = '["tests.callbacks:Slow"]' if fault == "killed" else '["tests.callbacks:FailOnRankOne"]'
+    callbacks = '["tests.callbacks:FailOnRankOne"]' if fault == "raises" else '["tests.callbacks:Slow"]'
     pairs = [f"output.dir={tmp_path}", "train.max_steps=200", "train.log_every=1", "output.plot=false",
              f"train.callbacks={callbacks}", *ENGINE_TEST_MODEL]
     args = [arg for pair in pairs for arg in ("--set", pair)]
@@ -95,21 +96,26 @@ def test_a_dead_or_failing_rank_ends_the_job_in_one_line(tmp_path, fault):
         rank1 = job_pids(tag, "MS_ROLE=MS_WORKER", "RANK_ID=1")
         time.sleep(0.2)
     assert rank1, "rank 1 never started"
-    if fault == "killed":  # once the job trains (rank 0 logs the steps)
+    victim = rank1[0] if fault != "scheduler" else job_pids(tag, "MS_ROLE=MS_SCHED")[0]
+    if fault != "raises":  # once the job trains (rank 0 logs the steps)
         log = tmp_path / "logs" / "worker_0.log"
         while time.monotonic() < deadline and "step 2/" not in (log.read_text() if log.exists() else ""):
             time.sleep(0.2)
-        os.kill(rank1[0], signal.SIGKILL)
-    while Path(f"/proc/{rank1[0]}").exists() and time.monotonic() < deadline:
+        os.kill(victim, signal.SIGKILL)
+    while Path(f"/proc/{victim}/cmdline").exists() and Path(f"/proc/{victim}/cmdline").read_bytes() \
+            and time.monotonic() < deadline:  # (a zombie has an empty command line)
         time.sleep(0.1)
     died = time.monotonic()
     out, err = job.communicate(timeout=120)
     assert time.monotonic() - died < 60 and job.returncode == 1, err[-3000:]
     assert job_pids(tag) == []  # no worker, scheduler or launcher left
     last = err.strip().splitlines()[-1]
-    how = "was killed by signal 9" if fault == "killed" else "exited with status 1 (error: data/shard-1.bin"
-    assert last.startswith(f"error: rank 1 (pid {rank1[0]}) {how}"), last
-    assert f"its log: {tmp_path / 'logs' / 'worker_1.log'};" in last, last
+    if fault == "scheduler":
+        assert last.startswith(f"error: msrun's scheduler (pid {victim}) died while the ranks trained"), last
+    else:
+        how = "was killed by signal 9" if fault == "killed" else "exited with status 1 (error: data/shard-1.bin"
+        assert last.startswith(f"error: rank 1 (pid {rank1[0]}) {how}"), last
+        assert f"its log: {tmp_path / 'logs' / 'worker_1.log'};" in last, last
     # This run's own last.ckpt, never `--resume auto` (which may pick another run); none saved yet: start again.
     [run_dir] = [path for path in tmp_path.iterdir() if path.name != "logs"]
     if (run_dir / "last.ckpt").exists():
