@@ -12,17 +12,17 @@ from mindspore import Tensor, nn
 
 from ..engine.errors import UserError
 from .inference import load_trained
-from .spec import write_spec
+from .spec import io_names, write_spec
 
 FORMATS = ("mindir", "onnx")
 
 
 def export_checkpoint(path: str, out_dir: str, overrides: list[str] = (), formats: tuple[str, ...] = ("mindir",),
-                      batch: int = 1, dtype: str = "fp32") -> dict[str, Path]:
-    """Each of the task's networks in each format; ``batch`` is ONNX's fixed batch size. A task's
-    folder format (nlp: ``hf``, in ``dtype``) is the whole ``out_dir``, exported alone.
-    Returns ``{"<name>" or "<name>.onnx": path}``."""
-    if batch < 1:
+                      batch: int | None = None, dtype: str = "fp32") -> dict[str, Path]:
+    """Each of the task's networks in each format; ``batch``: ONNX's batch, None for a dynamic one
+    (where the graph allows: onnx.py). A task's folder format (nlp: ``hf``, in ``dtype``) is the
+    whole ``out_dir``, exported alone. Returns ``{"<name>" or "<name>.onnx": path}``."""
+    if batch is not None and batch < 1:
         raise UserError(f"--batch {batch}: expected a positive number of rows")
     if folder := next((f for f in formats if f not in FORMATS), None):
         trained = load_trained(path, overrides)
@@ -51,8 +51,9 @@ def export_checkpoint(path: str, out_dir: str, overrides: list[str] = (), format
         if "onnx" in formats:
             from .onnx import export_onnx
 
-            written[f"{name}.onnx"], checked = export_onnx(cell, inputs, out / name, batch)
-            files["onnx"] = {"file": written[f"{name}.onnx"], "batch": batch, **checked}
+            names = io_names(name, cell, len(_numpy(cell(*inputs))))
+            written[f"{name}.onnx"], checked = export_onnx(cell, inputs, out / name, batch, names)
+            files["onnx"] = {"file": written[f"{name}.onnx"], **checked}
         write_spec(out / name, files, cell, inputs, _numpy(cell(*inputs)), trained.task.name, meta, path)
     return written
 

@@ -8,6 +8,9 @@ training or evaluation graph keep MindSpore's own kernels. What 2.10's exporter 
 GELU), MaskedFill (causal attention), Rsqrt (RMSNorm), CumSum (CLIP's end-of-text pooling),
 Sign, Reciprocal, ``ops.clamp`` with one bound None, and the copy (TensorMove) behind
 ``mint.permute`` / ``mint.transpose`` (Llama's attention: they keep less memory in training).
+And what it writes with the batch as a number: ``nn.Embedding`` and ``nn.Dense`` flatten their
+input and reshape back to its concrete shape, GroupNorm reshapes to (batch, groups, -1); here
+they leave the batch to the graph (a Gather of any shape, reshapes with -1).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from contextlib import contextmanager
 from unittest import mock
 
 import numpy as np
-from mindspore import Tensor, mint, ops
+from mindspore import Tensor, mint, nn, ops
 
 # Abramowitz & Stegun 7.1.26: |erf error| <= 1.5e-7, below float32 rounding of GELU's output.
 _P = 0.3275911
@@ -66,11 +69,13 @@ def cumsum(x, axis, dtype=None):
 
 
 def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
-    b, c = x.shape[0], x.shape[1]
-    groups = x.reshape(b, num_groups, -1)
+    """Reshaped with -1 as the batch: a concrete batch would be baked into the ONNX graph."""
+    c = x.shape[1]
+    per_group = c // num_groups * int(np.prod(x.shape[2:]))
+    groups = x.reshape(-1, num_groups, per_group)
     mean = groups.mean(-1, keep_dims=True)
     var = ((groups - mean) ** 2).mean(-1, keep_dims=True)
-    x = ((groups - mean) / ops.sqrt(var + eps)).reshape(x.shape)
+    x = ((groups - mean) / ops.sqrt(var + eps)).reshape((-1,) + tuple(x.shape[1:]))
     shape = (1, c) + (1,) * (x.ndim - 2)
     return x * weight.reshape(shape) + bias.reshape(shape)
 
@@ -83,6 +88,24 @@ def transpose(x, dim0, dim1):  # mint.transpose
     return ops.swapaxes(x, dim0, dim1)
 
 
+def embedding(self, ids):  # nn.Embedding.construct: the rows of ids, whatever their shape
+    return ops.gather(self.embedding_table, ids, 0)
+
+
+def dense(self, x):  # nn.Dense.construct, reshaped back with -1 as the batch
+    shape = x.shape
+    if len(shape) != 2:
+        x = x.reshape(-1, shape[-1])
+    x = self.matmul(x, self.weight)
+    if self.has_bias:
+        x = self.bias_add(x, self.bias)
+    if self.activation_flag:
+        x = self.activation(x)
+    if len(shape) != 2:
+        x = x.reshape((-1,) + tuple(shape[1:-1]) + (x.shape[-1],))
+    return x
+
+
 MINT_REWRITES = {"permute": permute, "transpose": transpose}
 REWRITES = {"erf": erf, "rsqrt": rsqrt, "masked_fill": masked_fill, "clamp": clamp, "pad": pad,
             "group_norm": group_norm, "cumsum": cumsum}
@@ -91,7 +114,8 @@ REWRITES = {"erf": erf, "rsqrt": rsqrt, "masked_fill": masked_fill, "clamp": cla
 @contextmanager
 def exportable() -> Iterator[None]:
     """``ms.export(..., file_format="ONNX")`` inside this block writes the rewritten ops."""
-    with mock.patch.multiple(ops, **REWRITES), mock.patch.multiple(mint, **MINT_REWRITES):
+    with mock.patch.multiple(ops, **REWRITES), mock.patch.multiple(mint, **MINT_REWRITES), \
+            mock.patch.object(nn.Embedding, "construct", embedding), mock.patch.object(nn.Dense, "construct", dense):
         yield
 
 

@@ -25,6 +25,9 @@ import numpy as np
 from ..engine.errors import UserError
 
 
+CHUNK = 1024  # rows per run of a graph with a dynamic batch
+
+
 class Graph:
     """An ONNX file and its spec; ``__call__`` takes any number of rows, in the graph's batches."""
 
@@ -44,10 +47,13 @@ class Graph:
         self.inputs = [x.name for x in self.session.get_inputs()]
 
     def __call__(self, *columns: np.ndarray) -> np.ndarray:
-        """The first output for ``len(columns[0])`` rows (the last batch padded by repetition)."""
-        rows, out = len(columns[0]), []
-        for start in range(0, rows, self.batch):
-            chunk = [np.resize(c[start:start + self.batch], (self.batch, *c.shape[1:])) for c in columns]
+        """The first output for ``len(columns[0])`` rows, ``CHUNK`` at a time, or in the graph's
+        fixed batches (the last one padded by repetition)."""
+        rows, out, size = len(columns[0]), [], self.batch or CHUNK
+        for start in range(0, rows, size):
+            chunk = [c[start:start + size] for c in columns]
+            if self.batch:
+                chunk = [np.resize(c, (self.batch, *c.shape[1:])) for c in chunk]
             out.append(self.session.run(None, dict(zip(self.inputs, chunk)))[0][:rows - start])
         return np.concatenate(out)
 

@@ -2,14 +2,15 @@
 
     {"format": 2, "task": "vision", "checkpoint": "runs/<run>/best.ckpt",
      "mindir": "classifier.mindir",
-     "onnx": {"file": "classifier.onnx", "opset": 11, "batch": 1, "max_abs_diff": 1.8e-07},
+     "onnx": {"file": "classifier.onnx", "batch": null, "opset": 11, "max_abs_diff": 1.8e-07},
      "inputs": [{"name": "x", "shape": [null, 1, 8, 8], "dtype": "float32"}],
-     "outputs": [{"shape": [null, 10], "dtype": "float32", "meaning": "logits over meta.classes"}],
+     "outputs": [{"name": "logits", "shape": [null, 10], "dtype": "float32", "meaning": "logits over meta.classes"}],
      "meta": {"classes": [...], "mean": 0.33, "std": 0.38, ...}}
 
-``null`` in a shape is the batch axis: any size in the MINDIR graph, ``onnx.batch`` rows in the
-ONNX one (MindSpore 2.10 exports ONNX with a fixed batch). ``max_abs_diff`` is what export.py
-measured between onnxruntime and the network. ``meta`` is the task's ``deploy_meta``: the
+``null`` in a shape is the batch axis: any size in the MINDIR graph and, where ``onnx.batch``
+is null, in the ONNX one (else exactly ``onnx.batch`` rows: see onnx.py). Input and output
+names are the graphs' own, in both formats' specs (what a Triton or OpenVINO config names).
+``max_abs_diff`` is what export.py measured between onnxruntime and the network. ``meta`` is the task's ``deploy_meta``: the
 preprocessing statistics, class names, vocabulary or id maps that turn raw input into the
 graph's input and its output into an answer. README.md ("Deploy") shows it in use.
 """
@@ -24,7 +25,9 @@ from typing import Any
 import numpy as np
 from mindspore import Tensor, nn
 
-# What each exported network's output means (the task's ``exports`` names them).
+# Each exported network's output: its name in the graph, and what it means.
+OUTPUT_NAMES = {"classifier": "logits", "scorer": "logit", "ctr_model": "logit", "image_encoder": "embedding",
+                "text_encoder": "embedding", "lm": "logits"}
 MEANINGS = {
     "classifier": "logits over meta.classes (softmax: probabilities)",
     "scorer": "the logit that the user interacts with the item (sigmoid: probability)",
@@ -41,7 +44,7 @@ def write_spec(stem: Path, files: dict[str, Any], cell: nn.Cell, inputs: tuple[T
     export of the same checkpoint into this folder stay listed."""
     path = stem.with_suffix(".json")
     earlier = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    names = list(inspect.signature(cell.construct).parameters)
+    names, outputs_named = io_names(stem.name, cell, len(outputs))
     spec = {
         "format": 2,
         "task": task,
@@ -49,13 +52,21 @@ def write_spec(stem: Path, files: dict[str, Any], cell: nn.Cell, inputs: tuple[T
         **{f: earlier[f] for f in ("mindir", "onnx") if f in earlier and earlier.get("checkpoint") == str(checkpoint)},
         **{f: _relative(value) for f, value in files.items()},
         "inputs": [{"name": name, **_tensor(x.asnumpy())} for name, x in zip(names, inputs)],
-        "outputs": [{**_tensor(y), "meaning": MEANINGS.get(stem.name, "")} for y in outputs],
+        "outputs": [{"name": name, **_tensor(y), "meaning": MEANINGS.get(stem.name, "")}
+                    for name, y in zip(outputs_named, outputs)],
         "meta": meta,
     }
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(json.dumps(spec, indent=2), encoding="utf-8")
     partial.replace(path)
     return path
+
+
+def io_names(name: str, cell: nn.Cell, n_outputs: int) -> tuple[list[str], list[str]]:
+    """The graph's input names (``construct``'s arguments) and output names (``OUTPUT_NAMES``)."""
+    output = OUTPUT_NAMES.get(name, "output")
+    return list(inspect.signature(cell.construct).parameters), [output] if n_outputs == 1 else [
+        f"{output}_{i}" for i in range(n_outputs)]
 
 
 def _relative(value):

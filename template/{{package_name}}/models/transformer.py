@@ -41,19 +41,19 @@ class CausalSelfAttention(nn.Cell):
         return self.attend(q, k, v, self.future[:t, :t])
 
     def heads(self, x):  # (B, T, C) -> q (B, H, T, D), k (B, H, D, T): already transposed, v (B, H, T, D)
-        b, t, c = x.shape
-        q, k, v = ops.split(self.qkv(x), c, axis=-1)  # 3 x (B, T, C)
-        q = q.reshape(b, t, self.n_head, self.d_head).transpose(0, 2, 1, 3)
-        k = k.reshape(b, t, self.n_head, self.d_head).transpose(0, 2, 3, 1)
-        v = v.reshape(b, t, self.n_head, self.d_head).transpose(0, 2, 1, 3)
+        t, c = x.shape[1], x.shape[2]
+        q, k, v = ops.split(self.qkv(x), c, axis=-1)  # 3 x (B, T, C); -1: the batch (any, in an export)
+        q = q.reshape(-1, t, self.n_head, self.d_head).transpose(0, 2, 1, 3)
+        k = k.reshape(-1, t, self.n_head, self.d_head).transpose(0, 2, 3, 1)
+        v = v.reshape(-1, t, self.n_head, self.d_head).transpose(0, 2, 1, 3)
         return q, k, v
 
     def attend(self, q, k, v, hidden):  # hidden: True where a query may not look (broadcasts to the scores)
         scores = ops.matmul(q, k) * self.scale  # (B, H, Tq, Tk)
         scores = ops.masked_fill(scores, hidden, float("-inf"))
         weights = self.attn_drop(ops.softmax(scores, axis=-1))
-        b, _, t, _ = q.shape
-        y = ops.matmul(weights, v).transpose(0, 2, 1, 3).reshape(b, t, -1)  # heads side by side again
+        t = q.shape[2]
+        y = ops.matmul(weights, v).transpose(0, 2, 1, 3).reshape(-1, t, self.n_head * self.d_head)  # heads side by side
         return self.resid_drop(self.proj(y))
 
     def prefill(self, x):  # (B, T, C) -> output (B, T, C) and this layer's keys and values to cache

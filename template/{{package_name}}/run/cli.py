@@ -105,7 +105,8 @@ def export_main() -> NoReturn:
     p.add_argument("--format", default="mindir",
                    help="mindir | onnx | mindir,onnx; nlp llama: hf (a Hugging Face folder) | peft (its LoRA adapters "
                         "alone) (default: %(default)s)")
-    p.add_argument("--batch", type=int, default=1, help="the ONNX graph's fixed batch size (default: %(default)s)")
+    p.add_argument("--batch", type=int, default=None,
+                   help="a fixed batch size for the ONNX graph (default: any, where the network allows it)")
     p.add_argument("--dtype", default="fp32", help="hf, peft: the weights' fp32 | fp16 | bf16 (default: %(default)s)")
     args = p.parse_args()
 

@@ -86,7 +86,9 @@ class BackboneImageTower(nn.Cell):
 
 
 def padding_mask(tokens):  # (B, L) int32, 0 = padding -> (B, L, 1) float32, 1 at real words
-    return ops.cast(tokens != 0, ms.float32).expand_dims(-1)
+    # A reshape with -1 as the batch, not expand_dims: the ONNX exporter writes that as a reshape
+    # to the concrete shape, and the exported text encoder would take one batch size only.
+    return ops.cast(tokens != 0, ms.float32).reshape(-1, tokens.shape[1], 1)
 
 
 def masked_mean(x, mask):  # (B, L, W), (B, L, 1) -> (B, W): the mean over real words (0 for none)

@@ -62,9 +62,9 @@ class GPT(nn.Cell):
         # (B*T, C) x (vocab, C)^T as one 2-D product with transpose_b: ops.matmul(x, table.T)
         # on the 3-D x copied the transposed table and broadcast it per call (8k vocab, d=256:
         # a one-token step took 25 ms instead of 4). The cast matters only under mixed precision.
-        b, t, c = x.shape
+        t, c = x.shape[1], x.shape[2]
         table = self.token_embedding.embedding_table.astype(x.dtype)  # (vocab, C)
-        return self.matmul_transposed(x.reshape(b * t, c), table).reshape(b, t, -1)
+        return self.matmul_transposed(x.reshape(-1, c), table).reshape(-1, t, table.shape[0])  # -1: the batch
 
     # Incremental decoding (generate.py). The key/value caches have a fixed length of
     # block_size, so each of the two functions below compiles to one static-shape graph.
