@@ -41,11 +41,15 @@ def export_checkpoint(path: str, out_dir: str, overrides: list[str] = (), format
     out.mkdir(parents=True, exist_ok=True)
     written = {}
     meta = trained.task.deploy_meta(trained.meta, trained.cfg)
+    arrays = trained.task.deploy_arrays(trained.meta, trained.cfg)
     exports = trained.task.exports(trained.network, trained.meta, trained.cfg)
     if "onnx" in formats and (taken := [out / f"{name}.onnx" for name in exports if (out / f"{name}.onnx").exists()]):
         raise UserError(f"{taken[0]} exists: export to another --out folder, or remove it first")
     for name, (cell, inputs) in exports.items():
         files = {}
+        if arrays:
+            np.savez(out / f"{name}.npz", **arrays)
+            files["arrays"] = out / f"{name}.npz"
         if "mindir" in formats:
             written[name] = files["mindir"] = export_and_check(cell, inputs, out / name)
         if "onnx" in formats:

@@ -3,8 +3,10 @@ run by onnxruntime, without MindSpore. ``<name>.json`` (spec.py) says how INPUT 
 graph's input and what its output means:
 
     classifier      an image file        -> the top classes and their probabilities
-    scorer          a raw user id        -> the top items (every training item, seen or not)
-    ctr_model       user,item[,genre...] -> the probability that the user likes the item
+    scorer          a raw user id        -> the top items among the training items the user has not
+                                            interacted with (as recommend.py; --include-seen: all)
+    ctr_model       user,item[,genre...] -> the probability that the user likes the item (the
+                                            item's genres from the spec unless given)
     image_encoder   an image file        -> its embedding
     text_encoder    a caption            -> its embedding
     lm              a text               -> the text continued (greedy, --tokens new tokens)
@@ -43,6 +45,7 @@ class Graph:
         if "onnx" not in self.spec:
             raise UserError(f"{spec}: describes no ONNX export (export.py --format onnx)")
         self.name, self.meta, self.batch = path.stem, self.spec["meta"], self.spec["onnx"]["batch"]
+        self.arrays = dict(np.load(path.with_name(self.spec["arrays"]))) if self.spec.get("arrays") else {}
         self.session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         self.inputs = [x.name for x in self.session.get_inputs()]
 
@@ -58,60 +61,81 @@ class Graph:
         return np.concatenate(out)
 
 
-def classify(graph: Graph, value: str, top: int) -> list[dict]:
+def classify(graph: Graph, value: str, args: argparse.Namespace) -> list[dict]:
     from ..images.decode import eval_view
 
     logits = graph(eval_view(Path(value), graph.meta)[None])[0].astype(np.float64)
     probs = np.exp(logits - logits.max())
     probs /= probs.sum()
     classes = graph.meta.get("classes") or [str(i) for i in range(len(probs))]
-    return [{"class": classes[i], "probability": float(probs[i])} for i in np.argsort(-probs, kind="stable")[:top]]
+    return [{"class": classes[i], "probability": float(probs[i])}
+            for i in np.argsort(-probs, kind="stable")[:args.top]]
 
 
-def recommend(graph: Graph, value: str, top: int) -> list[dict]:
+def recommend(graph: Graph, value: str, args: argparse.Namespace) -> list[dict]:
     from ..tasks.recommender.ids import IdMap
 
     users, items = IdMap.from_meta(graph.meta["users"]), IdMap.from_meta(graph.meta["items"])
     user = _integer(value, "a raw user id")
     if user not in users:
         raise UserError(f"user {user}: unknown (not in the training data)")
-    user_rows = np.full(len(items.known), users.encode([user])[0], np.int32)
-    logits = graph(user_rows, items.encode(items.known).astype(np.int32)).reshape(-1)
-    best = np.lexsort((items.known, -logits))[:top]  # best first; ties by item id
-    return [{"item": int(items.known[i]), "probability": _sigmoid(logits[i])} for i in best]
+    candidates = items.known
+    if not args.include_seen:
+        if "seen_users" not in graph.arrays:
+            raise UserError(f"{graph.name}.json lists no seen items (an export before they were kept): export "
+                            "again, or pass --include-seen")
+        seen_users, offsets = graph.arrays["seen_users"], graph.arrays["seen_offsets"]
+        at = int(np.searchsorted(seen_users, user))
+        if at < len(seen_users) and seen_users[at] == user:
+            candidates = np.setdiff1d(candidates, graph.arrays["seen_items"][offsets[at]:offsets[at + 1]])
+    user_rows = np.full(len(candidates), users.encode([user])[0], np.int32)
+    logits = graph(user_rows, items.encode(candidates).astype(np.int32)).reshape(-1)
+    best = np.lexsort((candidates, -logits))[:args.top]  # best first; ties by item id
+    return [{"item": int(candidates[i]), "probability": _sigmoid(logits[i])} for i in best]
 
 
-def click(graph: Graph, value: str, top: int) -> dict:
-    from ..tasks.recommender.ids import ctr_features
+def click(graph: Graph, value: str, args: argparse.Namespace) -> dict:
+    from ..tasks.recommender.ids import IdMap, ctr_features
 
     if "users" not in graph.meta:
         raise UserError("this model was trained on a TSV feature file: feed its int32 feature rows to the graph")
     user, item, *genres = [part.strip() for part in value.split(",")]
     user_id, item_id = _integer(user, "a raw user id"), _integer(item, "a raw item id")
+    for kind, raw in (("user", user_id), ("item", item_id)):
+        if raw not in IdMap.from_meta(graph.meta[f"{kind}s"]):
+            raise UserError(f"{kind} {raw}: unknown (not in the training data)")
+    if not genres:  # the item's own, as in training
+        if "item_genres" not in graph.meta:
+            raise UserError(f"{graph.name}.json has no item genres (an export before they were kept): export "
+                            "again, or give them: user,item,genre...")
+        genres = graph.meta["item_genres"][str(item_id)]
+    if unknown := [g for g in genres if g not in graph.meta["genres"]]:
+        raise UserError(f"genre {unknown[0]!r}: not one of the training genres ({', '.join(graph.meta['genres'])})")
     features = ctr_features(graph.meta, [user_id], [item_id], {item_id: genres})
-    return {"user": user_id, "item": item_id, "probability": _sigmoid(graph(features).reshape(-1)[0])}
+    return {"user": user_id, "item": item_id, "genres": genres,
+            "probability": _sigmoid(graph(features).reshape(-1)[0])}
 
 
-def embed_image(graph: Graph, value: str, top: int) -> list[float]:
+def embed_image(graph: Graph, value: str, args: argparse.Namespace) -> list[float]:
     from ..images.decode import eval_view
 
     return graph(eval_view(Path(value), graph.meta)[None])[0].tolist()
 
 
-def embed_text(graph: Graph, value: str, top: int) -> list[float]:
+def embed_text(graph: Graph, value: str, args: argparse.Namespace) -> list[float]:
     from ..tasks.multimodal.captions import encode
 
     return graph(encode([value], graph.meta))[0].tolist()
 
 
-def continue_text(graph: Graph, value: str, tokens: int) -> str:
+def continue_text(graph: Graph, value: str, args: argparse.Namespace) -> str:
     from ..tasks.nlp.tokenizer import Tokenizer
 
     tokenizer = Tokenizer.from_meta(graph.meta)
     ids, block = list(tokenizer.encode(value)), graph.meta["block_size"]
     if not ids:
         raise UserError("the text has no tokens")
-    for _ in range(tokens):
+    for _ in range(args.tokens):
         context = ids[-block:]
         window = np.zeros((1, block), np.int32)
         window[0, :len(context)] = context  # padded on the right: causal attention never sees it
@@ -129,12 +153,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("input", help="an image file, a user id, user,item[,genres], a caption or a text (see --onnx)")
     p.add_argument("--top", type=int, default=5, help="classes or items to list (default: %(default)s)")
     p.add_argument("--tokens", type=int, default=20, help="lm: new tokens to generate (default: %(default)s)")
+    p.add_argument("--include-seen", action="store_true",
+                   help="scorer: rank the items the user has interacted with too (default: left out)")
     args = p.parse_args(argv)
     try:
         graph = Graph(args.onnx)
         if graph.name not in TASKS:
             raise UserError(f"{args.onnx}: no predict for a network named {graph.name!r} (one of {', '.join(TASKS)})")
-        result = TASKS[graph.name](graph, args.input, args.tokens if graph.name == "lm" else args.top)
+        result = TASKS[graph.name](graph, args.input, args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -1,7 +1,7 @@
 """``<name>.json`` beside each exported network: what serving it needs, in either format.
 
     {"format": 2, "task": "vision", "checkpoint": "runs/<run>/best.ckpt",
-     "mindir": "classifier.mindir",
+     "mindir": "classifier.mindir", ("arrays": "<name>.npz": what serving needs beyond JSON)
      "onnx": {"file": "classifier.onnx", "batch": null, "opset": 11, "max_abs_diff": 1.8e-07},
      "inputs": [{"name": "x", "shape": [null, 1, 8, 8], "dtype": "float32"}],
      "outputs": [{"name": "logits", "shape": [null, 10], "dtype": "float32", "meaning": "logits over meta.classes"}],
@@ -49,7 +49,8 @@ def write_spec(stem: Path, files: dict[str, Any], cell: nn.Cell, inputs: tuple[T
         "format": 2,
         "task": task,
         "checkpoint": str(checkpoint),
-        **{f: earlier[f] for f in ("mindir", "onnx") if f in earlier and earlier.get("checkpoint") == str(checkpoint)},
+        **{f: earlier[f] for f in ("mindir", "onnx", "arrays")
+           if f in earlier and earlier.get("checkpoint") == str(checkpoint)},
         **{f: _relative(value) for f, value in files.items()},
         "inputs": [{"name": name, **_tensor(x.asnumpy())} for name, x in zip(names, inputs)],
         "outputs": [{"name": name, **_tensor(y), "meaning": MEANINGS.get(stem.name, "")}

@@ -176,6 +176,9 @@ class Task:
     fixed_data: tuple[str, ...] = ()
     # (meta, cfg) -> what a deployed MINDIR needs besides the graph, written to <name>.json by export.py
     deploy_meta: Callable[[dict, Config], dict] = lambda meta, cfg: meta
+    # (meta, cfg) -> arrays serving needs that are too big for JSON (recommender: each user's seen
+    # items), written to <name>.npz beside <name>.json
+    deploy_arrays: Callable[[dict, Config], dict[str, np.ndarray]] = lambda meta, cfg: {}
     # eval.py: (cfg, the checkpoint's meta) -> the data, prepared with that meta (e.g. tokenised with
     # the training-time vocabulary) instead of fitting a new one. None: ``load_data(cfg)``.
     load_eval_data: Callable[[Config, dict], Data] | None = None

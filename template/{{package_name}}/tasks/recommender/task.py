@@ -88,6 +88,26 @@ def recommend(network: nn.Cell, meta: dict, cfg, user: int, k: int) -> list[tupl
     return [(int(candidates[i]), log.titles.get(int(candidates[i]), ""), float(p)) for i, p in zip(top, probs)]
 
 
+def deploy_meta(meta: dict, cfg) -> dict:
+    """CTR on ratings: the training items' genres (``item_genres``), so a server builds from
+    ``user,item`` the features the model was trained on."""
+    if meta["mode"] != "ctr" or "users" not in meta:
+        return meta
+    genres = read_log(cfg).genres
+    return {**meta, "item_genres": {str(i): genres.get(int(i), []) for i in IdMap.from_meta(meta["items"]).known}}
+
+
+def deploy_arrays(meta: dict, cfg) -> dict[str, np.ndarray]:
+    """Top-K: each user's items in the data (``seen_users``, CSR ``seen_offsets`` into
+    ``seen_items``, raw ids), which serving leaves out as recommend.py does."""
+    if meta["mode"] != "topk":
+        return {}
+    log = read_log(cfg)
+    order = np.lexsort((log.item, log.user))
+    users, starts = np.unique(log.user[order], return_index=True)
+    return {"seen_users": users, "seen_offsets": np.r_[starts, len(order)], "seen_items": log.item[order]}
+
+
 def capabilities(cfg) -> Capabilities:
     if cfg.model.sparse:  # sparse gradients: no accumulation buffers, overflow check, norm or all-reduce
         return Capabilities(grad_accum="none", amp=False, grad_clip=False, distributed=False,
@@ -97,4 +117,4 @@ def capabilities(cfg) -> Capabilities:
 
 TASK = Task(name="recommender", load_data=load_data, build_model=build_model, evaluate=evaluate,
             monitor=monitor, mode="max", metrics=metrics, exports=exports, capabilities=capabilities,
-            fixed_data=("mode",))
+            fixed_data=("mode",), deploy_meta=deploy_meta, deploy_arrays=deploy_arrays)
