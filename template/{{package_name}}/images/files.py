@@ -26,11 +26,10 @@ from PIL import Image
 
 from ..engine import pipeline
 from ..engine.errors import DataError
-from .decode import open_image
+from .decode import BMP, JPEG, PNG, open_image
 
 # What MindSpore's decoder reads (GIF and WebP are not among them: convert those first).
 STREAM_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp"}
-JPEG, PNG, BMP = b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"BM"  # how each format's files begin
 # Crop aspect ratios are drawn log-uniformly from this range (as torchvision's RandomResizedCrop).
 RATIOS = (3 / 4, 4 / 3)
 
