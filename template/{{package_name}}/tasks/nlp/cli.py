@@ -76,7 +76,9 @@ def _generate(args: argparse.Namespace) -> None:
     stop = end_of_turn(trained.meta)
     messages = [{"role": "user", "content": args.chat or ask()}]
     while messages[-1]["content"]:
-        reply = answer(render(trained.meta, messages, add_generation_prompt=True), stop, rendered=True)
+        data = trained.cfg.data  # the template (and its variables) the model was fine-tuned with
+        reply = answer(render(trained.meta, messages, add_generation_prompt=True, name=data.chat_template,
+                              **data.template_kwargs), stop, rendered=True)
         if args.chat:  # one message: one answer
             return
         messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": ask()}]

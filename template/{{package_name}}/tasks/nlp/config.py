@@ -26,6 +26,8 @@ class DataConfig(DataSection):
     train_on_prompt: bool = False  # chat/instruct: the loss on every token, not only the assistant's
     packing: bool = False  # chat/instruct: examples back to back in windows, not one example per row
     overlong: Literal["cut", "refuse"] = "cut"  # an example longer than the context: its first tokens, or an error
+    chat_template: str = "default"  # which of a checkpoint's named chat templates (a list of {name, template})
+    template_kwargs: dict[str, Any] = Field(default_factory=dict)  # extra chat-template variables (enable_thinking...)
     eval_path: str | None = None  # chat/instruct: a JSONL to evaluate on; null: the last eval_fraction of examples
 
     @model_validator(mode="after")

@@ -6,17 +6,21 @@ One example per line, in one of three styles (one style per file):
     {"conversations": [{"from": "human", "value": "..."}, {"from": "gpt", "value": "..."}]}   # ShareGPT
     {"instruction": "...", "input": "...", "output": "..."}                                     # Alpaca
 
-Each conversation is rendered with the checkpoint's chat template (``chat.py``), the way
-transformers' ``apply_chat_template`` does, and cut into prompt and assistant pieces: the
-template rendered up to each assistant turn with the generation prompt, then with that turn.
-Only the assistant's tokens (its end-of-turn token included: the model learns to stop) are
-loss targets unless ``data.train_on_prompt``. The file is streamed into a cached token file
+Each conversation is rendered once with the checkpoint's chat template (``chat.py``) and
+tokenised once, as transformers' ``apply_chat_template(tokenize=True)`` does; the loss targets are
+found by character offsets: the template's ``{% generation %}`` blocks where it has them (as
+``return_assistant_tokens_mask``), else each assistant message's text where the template put it,
+with the end-of-turn mark that follows it (the model learns to stop; ChatML's newline after it is
+not the assistant's). So templates that render earlier turns differently once later ones follow
+(Qwen3's and DeepSeek-R1's dropped reasoning, Mistral's system text) train every assistant turn.
+Only those tokens are targets unless ``data.train_on_prompt``. The file is streamed into a cached token file
 (``tokens.bin``) with a parallel ``mask.bin`` (1: a target) and each example's first token
 (``starts.npy``) and line (``lines.npy``), so memory does not grow with the file.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Iterator
@@ -25,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ...engine.errors import DataError
-from .chat import TemplateError, render
+from .chat import TemplateError, render_spans
 from .tokenfile import TokenFile, cache_key, write_atomically
 from .tokenizer import Tokenizer, token_dtype
 
@@ -34,7 +38,12 @@ DEFAULT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.conte
                     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 STYLES = {"messages": "OpenAI messages", "conversations": "ShareGPT conversations", "instruction": "Alpaca"}
 FORMATS = {"OpenAI messages": "chat", "ShareGPT conversations": "chat", "Alpaca": "instruct"}
-SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant"}
+SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+                  "tool": "tool", "function_call": "assistant", "observation": "tool"}
+# What ends an assistant's turn in the templates people use (besides the model's own eos token):
+# ChatML, Llama-3, Phi, Gemma, Llama-2/Mistral, DeepSeek.
+END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "</s>", "<|endoftext|>",
+               "<｜end▁of▁sentence｜>", "<|end_of_text|>")
 log = logging.getLogger(__name__)
 EXPECTED = ('expected {"messages": [...]} (OpenAI), {"conversations": [...]} (ShareGPT) or '
             '{"instruction": ..., "output": ...} (Alpaca)')
@@ -79,7 +88,8 @@ def style(row) -> str:
 
 
 def messages(row: dict, kind: str) -> list[dict]:
-    """The row as ``[{"role", "content"}]``; ValueError says what is wrong with it."""
+    """The row as ``[{"role", "content", ...}]``; ValueError says what is wrong with it. An OpenAI
+    message keeps its other keys (``tool_calls``, ``name``, ``tool_call_id``) for the template."""
     if kind == "Alpaca":
         if not isinstance(row.get("instruction"), str) or not isinstance(row.get("output"), str):
             raise ValueError('an Alpaca example needs "instruction" and "output" strings')
@@ -92,41 +102,69 @@ def messages(row: dict, kind: str) -> list[dict]:
         raise ValueError(f"{kind}: expected a non-empty list of turns")
     out = []
     for i, turn in enumerate(turns):
-        if not isinstance(turn, dict) or not isinstance(turn.get(role), str) or not isinstance(turn.get(text), str):
+        calls = isinstance(turn, dict) and turn.get("tool_calls")
+        if not isinstance(turn, dict) or not isinstance(turn.get(role), str) or not (
+                isinstance(turn.get(text), str) or (calls and turn.get(text) is None)):
             raise ValueError(f"turn {i + 1} needs {role!r} and {text!r} strings")
         name = turn[role] if kind == "OpenAI messages" else SHAREGPT_ROLES.get(turn[role])
         if name is None:
             raise ValueError(f"turn {i + 1}: unknown {role!r} {turn[role]!r} (expected one of "
                              f"{', '.join(SHAREGPT_ROLES)})")
-        out.append({"role": name, "content": turn[text]})
+        extra = {k: v for k, v in turn.items() if k not in (role, text)} if kind == "OpenAI messages" else {}
+        out.append({"role": name, "content": turn[text], **extra})
     if not any(m["role"] == "assistant" for m in out):
         raise ValueError("no assistant turn: nothing to learn from")
     return out
 
 
-def pieces(meta: dict, conversation: list[dict]) -> list[tuple[str, bool]]:
-    """The rendered conversation as (text, is the assistant's) pieces, in order."""
-    out, done = [], ""
-    for i, message in enumerate(conversation):
-        if message["role"] != "assistant":
-            continue
-        prompt = render(meta, conversation[:i], add_generation_prompt=True)
-        turn = render(meta, conversation[:i + 1])
-        if not (prompt.startswith(done) and turn.startswith(prompt)):
-            raise ValueError("the chat template renders earlier turns differently once later ones follow, so "
-                             "the assistant's tokens cannot be told apart: one assistant turn per example")
-        out += [(prompt[len(done):], False), (turn[len(prompt):], True)]
-        done = turn
-    whole = render(meta, conversation)
-    if not whole.startswith(done):
-        raise ValueError("the chat template renders the whole conversation differently from its turns")
-    if not any(text.strip() for text, _ in out[1::2]):
+def rendered(meta: dict, conversation: list[dict], settings: dict) -> tuple[str, list[tuple[int, int]]]:
+    """The conversation rendered once, and the character spans that are the assistant's: the
+    template's ``{% generation %}`` blocks, else ``located`` ones. ``settings``: the template's
+    name and variables (``data.chat_template``, ``data.template_kwargs``, a row's ``tools``)."""
+    render = functools.partial(render_spans, meta, name=settings["name"], **settings["variables"])
+    text, spans = render(conversation)
+    if spans is None:
+        spans = located(render, text, conversation, (meta.get("special_tokens", {}).get("eos_token"), *END_OF_TURN))
+    if not any(text[a:b].strip() for a, b in spans):
         raise ValueError("the chat template renders none of the assistant's words: nothing to learn from")
-    return [(text, assistant) for text, assistant in [*out, (whole[len(done):], False)] if text]
+    return text, spans
+
+
+def located(render, text: str, conversation: list[dict], ends: tuple) -> list[tuple[int, int]]:
+    """Where the template puts each assistant message's text in ``text``, with the end-of-turn
+    mark right after it. The conversation is rendered again with that text replaced by a marker:
+    what comes before the marker and after it is the template's own, so the text between is the
+    message as the template rendered it (trimmed, its earlier reasoning dropped, or as written)."""
+    spans = []
+    for i, message in enumerate(conversation):
+        if message["role"] != "assistant" or not isinstance(message.get("content"), str):
+            continue
+        marker = f"\ue000{i}\ue001"  # private-use characters: no template changes them
+        probe, _ = render([*conversation[:i], {**message, "content": marker}, *conversation[i + 1:]])
+        at = probe.find(marker)
+        after = len(probe) - at - len(marker)  # what follows the text, the template's own
+        if at < 0 or probe[:at] != text[:at] or probe[at + len(marker):] != text[len(text) - after:]:
+            raise ValueError(f"turn {i + 1}: the chat template renders the rest of the conversation differently "
+                             "with another assistant text here, so its tokens cannot be found; give the template "
+                             "a {% generation %} block around the assistant's text")
+        start, end = at, len(text) - after
+        gap = len(text) - end - len(text[end:].lstrip(" "))  # Llama-2's " </s>"
+        end += next((gap + len(mark) for mark in ends if mark and text.startswith(mark, end + gap)), 0)
+        if end > start:
+            spans.append((start, end))
+    return spans
+
+
+def target_mask(offsets: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
+    """1 for each token whose characters overlap an assistant span, else 0 (uint8)."""
+    mask = np.zeros(len(offsets), np.uint8)
+    for start, end in spans:
+        mask |= (offsets[:, 0] < end) & (offsets[:, 1] > start)
+    return mask
 
 
 def chat_token_file(path: str, kind: str, tokenizer: Tokenizer, meta: dict, train_on_prompt: bool,
-                    cache: Path) -> TokenFile:
+                    cache: Path, template: str = "default", template_kwargs: dict | None = None) -> TokenFile:
     """The cached token file of the JSONL at ``path`` (with ``mask.bin``, ``starts.npy`` and
     ``lines.npy``), tokenising it first if needed."""
     file = Path(path).expanduser()
@@ -134,15 +172,17 @@ def chat_token_file(path: str, kind: str, tokenizer: Tokenizer, meta: dict, trai
         raise DataError(f"{file}: no such file")
     from .corpus import Corpus
 
-    settings = json.dumps([tokenizer.to_meta(), meta.get("chat_template"), meta.get("special_tokens"), kind,
-                           train_on_prompt], sort_keys=True)
-    folder = cache / f"chat-{cache_key(Corpus(str(file)).digest(), settings)}"
+    settings = {"name": template, "variables": dict(template_kwargs or {})}
+    key = json.dumps([tokenizer.to_meta(), meta.get("chat_template"), meta.get("special_tokens"), kind,
+                      train_on_prompt, settings, 2], sort_keys=True)  # 2: rendered once, masked by offsets
+    folder = cache / f"chat-{cache_key(Corpus(str(file)).digest(), key)}"
     if not (folder / "info.json").is_file():
-        write_atomically(folder, lambda tmp: _tokenise(file, kind, tokenizer, meta, train_on_prompt, tmp))
+        write_atomically(folder, lambda tmp: _tokenise(file, kind, tokenizer, meta, train_on_prompt, settings, tmp))
     return TokenFile(folder)
 
 
-def _tokenise(file: Path, kind: str, tokenizer: Tokenizer, meta: dict, train_on_prompt: bool, folder: Path):
+def _tokenise(file: Path, kind: str, tokenizer: Tokenizer, meta: dict, train_on_prompt: bool, settings: dict,
+              folder: Path):
     dtype, starts, lines, n, first = token_dtype(tokenizer.vocab_size), [], [], 0, None
     with open(folder / "tokens.bin", "wb") as ids_out, open(folder / "mask.bin", "wb") as mask_out:
         for number, row in rows(file):
@@ -153,16 +193,18 @@ def _tokenise(file: Path, kind: str, tokenizer: Tokenizer, meta: dict, train_on_
                     raise ValueError(f"a line in {found} style, the file's first in {first} style: one per file")
                 if FORMATS[found] != kind:
                     raise ValueError(f"a {found} example, but data.format={kind}")
-                parts = pieces(meta, messages(row, found))
+                tools = {"tools": row["tools"]} if isinstance(row.get("tools"), list) else {}
+                text, spans = rendered(meta, messages(row, found),
+                                       {**settings, "variables": {**settings["variables"], **tools}})
             except (ValueError, TemplateError) as exc:
                 raise DataError(f"{file}:{number}: {exc}") from None
-            ids = [tokenizer.encode(text, f"{file}:{number}") for text, _ in parts]
-            mask = [np.full(len(i), train_on_prompt or assistant, np.uint8) for i, (_, assistant) in zip(ids, parts)]
-            np.concatenate(ids).astype(dtype).tofile(ids_out)
-            np.concatenate(mask).tofile(mask_out)
+            ids, offsets = tokenizer.encode_offsets(text, f"{file}:{number}")
+            mask = np.ones(len(ids), np.uint8) if train_on_prompt else target_mask(offsets, spans)
+            ids.astype(dtype).tofile(ids_out)
+            mask.tofile(mask_out)
             starts.append(n)
             lines.append(number)
-            n += sum(map(len, ids))
+            n += len(ids)
     if not starts:
         raise DataError(f"{file}: no examples (the file is empty)")
     np.save(folder / "starts.npy", np.asarray([*starts, n], np.int64))  # one more: the end of the last

@@ -110,7 +110,8 @@ def load_chat(cfg, kind: str, tokenizer: Tokenizer, inherited: dict) -> Data:
     meta["chat_template"] = meta.get("chat_template") or conversations.DEFAULT_TEMPLATE
 
     def examples(path: str) -> tuple[TokenFile, np.ndarray]:
-        tokens = conversations.chat_token_file(path, kind, tokenizer, meta, d.train_on_prompt, cache)
+        tokens = conversations.chat_token_file(path, kind, tokenizer, meta, d.train_on_prompt, cache, d.chat_template,
+                                               d.template_kwargs)
         if d.packing:  # examples back to back: any length fits
             return tokens, np.arange(len(np.load(tokens.folder / "starts.npy")) - 1)
         return tokens, conversations.usable(tokens, block, d.overlong)

@@ -102,6 +102,21 @@ class Tokenizer:
                             f"{self.vocab_size} (the characters of its training text), e.g. {shown}")
         return ids.astype(np.int32)
 
+    def encode_offsets(self, text: str, source: str = "text") -> tuple[np.ndarray, np.ndarray]:
+        """``text`` -> int32 ids in one call (special tokens written in it are read as such, as
+        ``tokenizer(text, add_special_tokens=False)`` does) and each token's (start, end)
+        character offsets, (n, 2)."""
+        if self.kind == "bpe":
+            encoding = self._bpe.encode(text, add_special_tokens=False)
+            return np.asarray(encoding.ids, np.int32), np.asarray(encoding.offsets, np.int64).reshape(-1, 2)
+        ids = self.encode(text, source)
+        if self.kind == "char":
+            starts = np.arange(len(ids))
+            return ids, np.stack([starts, starts + 1], axis=1)
+        sizes = np.fromiter((len(c.encode("utf-8")) for c in text), np.int64, len(text))  # byte: a char's bytes
+        char = np.repeat(np.arange(len(text)), sizes)
+        return ids, np.stack([char, char + 1], axis=1)
+
     @property
     def eos_id(self) -> int | None:
         """The end-of-text token's id: the one the model's files name, else the first of
