@@ -57,11 +57,11 @@ def bpe_tokenizer(path) -> None:
     bpe.save(str(path / "tokenizer.json"))
 
 
-def hf_folder(path, kind: str, dtype=torch.float32):
+def hf_folder(path, kind: str, dtype=torch.float32, **sizes):
     """A random model of ``kind`` written by ``save_pretrained`` in shards, norms and biases off
     their 1s and 0s (a swapped name would show), with tokenizer and generation files."""
     config_class, model_class, values = LAYOUTS[kind]
-    config = getattr(transformers, config_class)(**SIZES, **values)
+    config = getattr(transformers, config_class)(**{**SIZES, **sizes}, **values)
     torch.manual_seed(0)
     model = getattr(transformers, model_class)(config).eval()
     with torch.no_grad():
@@ -291,16 +291,24 @@ def test_an_imported_llama_exports_to_onnx_with_transformers_logits(project, tmp
 
 def test_a_lora_fine_tune_exports_merged_with_our_logits(project, tmp_path):
     """The user's round trip: import, LoRA on a chat file with nothing restated that a file says
-    (the README's command), answer a chat, export: transformers and PEFT give our logits."""
-    hf_folder(tmp_path / "qwen", "qwen2.5")
+    (the README's command), answer a chat, export: transformers and PEFT give our logits. The
+    context comes from the file and the checkpoint: every example trains whole (0.10.1: the
+    config's toy 64 tokens, longer conversations cut or dropped)."""
+    hf_folder(tmp_path / "qwen", "qwen2.5", max_position_embeddings=512)
     assert run(project, "convert_weights.py", str(tmp_path / "qwen"), "--out", "q.ckpt").returncode == 0
     turns = [{"from": "human", "value": "Where does the fox jump?"}, {"from": "gpt", "value": "Over it."}]
-    (tmp_path / "chat.jsonl").write_text((json.dumps({"conversations": turns}) + "\n") * 40)
+    long = [turns[0], {"from": "gpt", "value": "Over the lazy dog, then the fence, then home again. " * 6}]
+    rows = [{"conversations": long if i % 4 == 0 else turns} for i in range(40)]
+    (tmp_path / "chat.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     sets = ["model.pretrained=q.ckpt", "model.lora.rank=4", f"data.path={tmp_path / 'chat.jsonl'}",
             "model.lora.targets=[q_proj, k_proj, v_proj, o_proj]", "train.max_steps=3", "optim.lr=0.05",
             f"output.dir={tmp_path / 'runs'}", "output.plot=false"]
     trained = run(project, "train.py", *(arg for value in sets for arg in ("--set", value)))
     assert trained.returncode == 0, trained.stderr[-2000:]
+    [line] = [line for line in trained.stdout.splitlines() if line.startswith("data: model.block_size=")]
+    block, longest = int(line.split("=")[1].split(":")[0]), int(line.split(" has ")[1].split()[0])
+    assert longest > 65 and block == -(-(longest - 1) // 64) * 64 and "every example whole" in line, line
+    assert "longer than model.block_size" not in trained.stderr
     best = str(next((tmp_path / "runs").glob("*/best.ckpt")))
     answer = run(project, "generate.py", "--checkpoint", best, "--chat", "Where?", "--max-new-tokens", "8")
     assert answer.returncode == 0 and answer.stdout.strip(), answer.stderr[-2000:]

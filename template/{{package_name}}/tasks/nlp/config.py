@@ -82,7 +82,10 @@ class ModelConfig(Section):
     # GPT-2 weights import with convert_weights.py; llama: Llama/Qwen2's layout (RoPE, RMSNorm,
     # SwiGLU, grouped-query attention), so their Hugging Face weights import
     arch: Literal["gpt", "gpt2", "llama"] = "gpt"
-    block_size: int = Field(64, gt=0)  # context length in tokens (training blocks, generation window)
+    # Context length in tokens (training blocks, generation window); null: DEFAULT_BLOCK for a model
+    # trained here, and with model.pretrained (llama) the data's longest example, at most the
+    # checkpoint's context (data.py: context_length).
+    block_size: int | None = Field(None, gt=0)
     n_layer: int = Field(2, gt=0)
     n_head: int = Field(4, gt=0)
     d_model: int = Field(128, gt=0)  # must be divisible by n_head
@@ -109,6 +112,8 @@ class ModelConfig(Section):
 
     @model_validator(mode="after")
     def _heads_divide_width(self):
+        if self.block_size is None and not self.pretrained:
+            self.block_size = DEFAULT_BLOCK
         if self.d_model % self.n_head and not (self.arch == "llama" and self.head_dim):
             raise ValueError(f"model.d_model={self.d_model} must be divisible by model.n_head={self.n_head}")
         if self.arch == "gpt2" and not (self.bias and self.tie_embeddings):
@@ -130,6 +135,8 @@ class ModelConfig(Section):
                              "(model.tie_embeddings=true)")
         return self
 
+
+DEFAULT_BLOCK = 64  # model.block_size of a model trained here, when the config leaves it null
 
 # What fine-tuning chooses; every other model key is the model.pretrained checkpoint's (and its
 # LoRA adapters' rank, alpha and targets when it has some).

@@ -23,6 +23,7 @@ from .tokenfile import TokenFile, cache_key, cached_text, token_file
 from .tokenizer import Tokenizer
 
 BPE_TRAIN_BYTES = 100 << 20  # a BPE learns its merges from at most the first 100 MB of the corpus
+TEXT_BLOCK = 256  # model.block_size: null with model.pretrained, on plain text (at most the checkpoint's context)
 INHERITED = ("chat_template", "special_tokens", "generation", "hf_config")  # task meta a fine-tuned model keeps
 
 __all__ = ["Tokenizer", "Windows", "blocks", "load_data", "load_eval_data"]  # Tokenizer: for generate.py
@@ -66,6 +67,10 @@ def load_data(cfg) -> Data:
     instruction data (a JSONL): ``load_chat``."""
     if (kind := data_format(cfg)) != "text":
         return load_chat(cfg, kind, chat_tokenizer(cfg, kind), inherited_meta(cfg))
+    if cfg.model.block_size is None:  # model.pretrained: a block of text, within its context
+        cfg.model.block_size = min(TEXT_BLOCK, pretrained_context(cfg))
+        print(f"data: model.block_size={cfg.model.block_size} (null: {TEXT_BLOCK} tokens of text, at most "
+              "the context of model.pretrained)", flush=True)
     corpus, cache = Corpus(cfg.data.path), cache_dir(cfg)
     data = split(cfg, corpus, fit_tokenizer(cfg, corpus, cache), cache)
     data.meta.update(inherited_meta(cfg))
@@ -105,13 +110,18 @@ def load_chat(cfg, kind: str, tokenizer: Tokenizer, inherited: dict) -> Data:
     """Conversations (``conversations.py``) as rows of one example each (``data.packing: false``)
     or packed into windows like text, with the mask of the tokens that are loss targets. Eval:
     ``data.eval_path``, else the last ``data.eval_fraction`` of the examples."""
-    d, block, cache = cfg.data, cfg.model.block_size, cache_dir(cfg)
+    d, cache = cfg.data, cache_dir(cfg)
     meta = {**inherited, "tokenizer": tokenizer.to_meta(), "format": kind}
     meta["chat_template"] = meta.get("chat_template") or conversations.DEFAULT_TEMPLATE
+    files = {path: conversations.chat_token_file(path, kind, tokenizer, meta, d.train_on_prompt, cache,
+                                                 d.chat_template, d.template_kwargs)
+             for path in (d.path, d.eval_path) if path}
+    if cfg.model.block_size is None:  # model.pretrained: every example whole, if the model's context allows
+        cfg.model.block_size = context_length(cfg, files.values())
+    block = cfg.model.block_size
 
     def examples(path: str) -> tuple[TokenFile, np.ndarray]:
-        tokens = conversations.chat_token_file(path, kind, tokenizer, meta, d.train_on_prompt, cache, d.chat_template,
-                                               d.template_kwargs)
+        tokens = files[path]
         if d.packing:  # examples back to back: any length fits
             return tokens, np.arange(len(np.load(tokens.folder / "starts.npy")) - 1)
         return tokens, conversations.usable(tokens, block, d.overlong)
@@ -135,6 +145,24 @@ def load_chat(cfg, kind: str, tokenizer: Tokenizer, inherited: dict) -> Data:
     pad = tokenizer.eos_id or 0
     return Data(train=conversations.Examples(train, train_rows, block, pad),
                 eval=conversations.Examples(evals, eval_rows, block, pad), meta=meta)
+
+
+def context_length(cfg, files) -> int:
+    """``model.block_size: null`` with ``model.pretrained``, on chat data: the longest example
+    (inputs: its tokens but one), rounded up to a multiple of 64, at most the checkpoint's context."""
+    longest = max(int(np.diff(np.load(tokens.folder / "starts.npy")).max()) - 1 for tokens in files)
+    context = pretrained_context(cfg)
+    block = min(context, -(-longest // 64) * 64)
+    fits = "every example whole" if block >= longest else f"longer examples cut (the context is {context})"
+    print(f"data: model.block_size={block}: the longest example has {longest + 1} tokens; {fits}", flush=True)
+    return block
+
+
+def pretrained_context(cfg) -> int:
+    """The context ``model.pretrained`` was saved with (an import: its config's, at most 2,048)."""
+    from ...engine.checkpoint import read_meta
+
+    return int(read_meta(cfg.model.pretrained)["config"]["model"]["block_size"])
 
 
 def cache_dir(cfg) -> Path:

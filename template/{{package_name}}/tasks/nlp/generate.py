@@ -19,6 +19,8 @@ seed give the same text, with or without the cache.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from ...engine.errors import UserError
@@ -51,6 +53,13 @@ def stream(network, meta: dict, block_size: int, prompt: str = "", max_new_token
     vocab = tokenizer.vocab_size  # embedding rows past it (padding) are never drawn
     eos = set(meta.get("generation", {}).get("eos_token_ids") or [tokenizer.eos_id]) - {None}
     ids = [*(tokenizer.document_start if add_special_tokens else []), *tokenizer.encode(prompt, "--prompt").tolist()]
+    if len(ids) >= block_size:  # never cut silently: a conversation must fit whole, a text is said to be cut
+        if not add_special_tokens:
+            raise UserError(f"the conversation is {len(ids)} tokens, the model's context model.block_size="
+                            f"{block_size}: start a new one, or fine-tune with a longer model.block_size")
+        print(f"note: the prompt is {len(ids)} tokens, longer than the context model.block_size={block_size}: "
+              f"the text goes on from its last {block_size - window_start(len(ids), block_size)} tokens",
+              file=sys.stderr, flush=True)
     context = list(ids)
     head = tokenizer.decode(context)
     rng = np.random.default_rng(seed)
