@@ -26,7 +26,6 @@ import numpy as np
 
 from ..engine.errors import UserError
 
-
 CHUNK = 1024  # rows per run of a graph with a dynamic batch
 
 

@@ -10,8 +10,8 @@
 ``null`` in a shape is the batch axis: any size in the MINDIR graph and, where ``onnx.batch``
 is null, in the ONNX one (else exactly ``onnx.batch`` rows: see onnx.py). Input and output
 names are the graphs' own, in both formats' specs (what a Triton or OpenVINO config names).
-``max_abs_diff`` is what export.py measured between onnxruntime and the network. ``meta`` is the task's ``deploy_meta``: the
-preprocessing statistics, class names, vocabulary or id maps that turn raw input into the
+``max_abs_diff`` is what export.py measured between onnxruntime and the network. ``meta`` is the
+task's ``deploy_meta``: the preprocessing statistics, class names, vocabulary or id maps that turn raw input into the
 graph's input and its output into an answer. README.md ("Deploy") shows it in use.
 """
 

@@ -58,7 +58,8 @@ class ModelConfig(Section):
     blocks_per_stage: int = Field(1, gt=0)  # small_cnn
     norm: Literal["group", "batch"] = "group"  # small_cnn; group: accumulation/data parallel exact
     dropout: float = Field(0.0, ge=0, lt=1)
-    drop_path: float = Field(0.0, ge=0, lt=1)  # stochastic depth of the last residual block, every arch (timm: 0.05-0.1; DeiT 0.1)
+    # stochastic depth of the last residual block, every arch (timm: 0.05-0.1; DeiT 0.1)
+    drop_path: float = Field(0.0, ge=0, lt=1)
     pretrained: str | None = None  # checkpoint to start from (backbone weights)
     freeze_backbone: bool = False  # fine-tune only the classifier head
     # Convolutions whose weight gradient is a forward convolution (models/fast_conv.py; same weights and
