@@ -212,6 +212,12 @@ def test_import_then_hf_export_is_the_identity(project, tmp_path, kind, dtype):
     assert settings["chat_template"].startswith("{% for m in messages %}")
     assert settings["eos_token"] == "<|im_end|>"
     assert json.loads((folder / "generation_config.json").read_text())["eos_token_id"] == [0, 2]
+    # Reloaded in the dtype asked for, either way (0.10.1: transformers 5 read the import's own dtype key)
+    other = {"bf16": "fp32", "fp32": "bf16"}[dtype]
+    again = exported_folder(project, f"{kind}.ckpt", f"hf-{kind}-{other}", "--dtype", other)
+    for asked, written in ((dtype, folder), (other, again)):
+        loaded = transformers.AutoModelForCausalLM.from_pretrained(str(written))
+        assert loaded.dtype == {"bf16": torch.bfloat16, "fp32": torch.float32}[asked], (asked, loaded.dtype)
     refused = run(project, "export.py", "--checkpoint", f"{kind}.ckpt", "--format", "hf",
                   "--out", f"hf-{kind}")
     lines = refused.stderr.strip().splitlines()
@@ -331,3 +337,7 @@ def test_a_lora_fine_tune_exports_merged_with_our_logits(project, tmp_path):
         theirs = tuned(torch.from_numpy(tokens).long()).logits.numpy()
     assert np.abs(ours - theirs).max() <= 1e-4 * np.abs(ours).max()
     assert json.loads((adapters / "adapter_config.json").read_text())["r"] == 4
+    # PEFT's one-line load finds the base by itself (0.10.1 named the .ckpt, which it cannot read)
+    with torch.no_grad():
+        auto = peft.AutoPeftModelForCausalLM.from_pretrained(str(adapters), dtype=torch.float32).eval()
+        assert np.abs(ours - auto(torch.from_numpy(tokens).long()).logits.numpy()).max() <= 1e-4 * np.abs(ours).max()

@@ -47,6 +47,11 @@ class Graph:
         self.arrays = dict(np.load(path.with_name(self.spec["arrays"]))) if self.spec.get("arrays") else {}
         self.session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         self.inputs = [x.name for x in self.session.get_inputs()]
+        graph_shapes = [list(x.shape[1:]) for x in self.session.get_inputs()]
+        if self.inputs != [x["name"] for x in self.spec["inputs"]] or graph_shapes != [
+                x["shape"][1:] for x in self.spec["inputs"]]:
+            raise UserError(f"{path} does not match its {spec.name} (inputs {self.inputs} {graph_shapes}): "
+                            "an ONNX file from another export? Export again into an empty folder")
 
     def __call__(self, *columns: np.ndarray) -> np.ndarray:
         """The first output for ``len(columns[0])`` rows, ``CHUNK`` at a time, or in the graph's
@@ -122,7 +127,9 @@ def embed_image(graph: Graph, value: str, args: argparse.Namespace) -> list[floa
 
 
 def embed_text(graph: Graph, value: str, args: argparse.Namespace) -> list[float]:
-    from ..tasks.multimodal.captions import encode
+    from ..tasks.multimodal.captions import check_known, encode
+
+    check_known([value], graph.meta)  # as retrieve.py: a caption of unknown words only is refused
 
     return graph(encode([value], graph.meta))[0].tolist()
 

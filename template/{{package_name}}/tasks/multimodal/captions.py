@@ -20,6 +20,18 @@ def build_vocab(texts: list[str]) -> list[str]:
     return [PAD, UNK, *sorted({w for text in texts for w in words(text)})]
 
 
+def check_known(texts: list[str], meta: dict) -> None:
+    """Refuse a caption without a single word of the training vocabulary (it would embed as the
+    unknown word alone); a BPE (CLIP) reads any text."""
+    if "tokenizer" in meta:
+        return
+    known = set(meta["vocab"][2:])
+    for text in texts:
+        if not any(w in known for w in words(text)):
+            raise DataError(f"no word of {text!r} is in the vocabulary the model was trained on "
+                            f"(e.g. {', '.join(meta['vocab'][2:7])})")
+
+
 def encode(texts: list[str], meta: dict) -> np.ndarray:
     """Captions -> int32 (N, max_tokens) ids: CLIP's BPE (``meta`` holds its tokenizer) or word ids."""
     if "tokenizer" in meta:

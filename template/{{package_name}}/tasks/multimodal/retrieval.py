@@ -20,7 +20,7 @@ import numpy as np
 from ...engine.arrays import compiled, normalise, predict, top_k
 from ...engine.errors import DataError
 from ...images.files import STREAM_SUFFIXES, predict_files, read_bytes
-from .captions import encode, words
+from .captions import check_known, encode
 from .data import caption, templates
 
 
@@ -34,12 +34,8 @@ def embed_images(network, images: np.ndarray, meta: dict, rows: np.ndarray | Non
 
 def embed_texts(network, texts: list[str], meta: dict, strict: bool = False, jit: bool = True) -> np.ndarray:
     """Captions -> embeddings. ``strict``: refuse a caption without a single known word."""
-    if strict and "tokenizer" not in meta:  # a BPE (CLIP) reads any text
-        known = set(meta["vocab"][2:])
-        for text in texts:
-            if not any(w in known for w in words(text)):
-                raise DataError(f"no word of {text!r} is in the vocabulary the model was trained on "
-                                f"(e.g. {', '.join(meta['vocab'][2:7])})")
+    if strict:
+        check_known(texts, meta)
     return predict(compiled(network.text_encoder, jit), encode(texts, meta))
 
 

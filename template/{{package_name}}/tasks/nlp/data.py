@@ -11,6 +11,7 @@ The tokenizer is saved in ``Data.meta``, so every checkpoint carries what evalua
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +23,10 @@ from .corpus import Corpus
 from .tokenfile import TokenFile, cache_key, cached_text, token_file
 from .tokenizer import Tokenizer
 
+log = logging.getLogger(__name__)
 BPE_TRAIN_BYTES = 100 << 20  # a BPE learns its merges from at most the first 100 MB of the corpus
 TEXT_BLOCK = 256  # model.block_size: null with model.pretrained, on plain text (at most the checkpoint's context)
-INHERITED = ("chat_template", "special_tokens", "generation", "hf_config")  # task meta a fine-tuned model keeps
+INHERITED = ("chat_template", "special_tokens", "generation", "hf_config", "source_folder")  # a fine-tune keeps them
 
 __all__ = ["Tokenizer", "Windows", "blocks", "load_data", "load_eval_data"]  # Tokenizer: for generate.py
 
@@ -112,6 +114,11 @@ def load_chat(cfg, kind: str, tokenizer: Tokenizer, inherited: dict) -> Data:
     ``data.eval_path``, else the last ``data.eval_fraction`` of the examples."""
     d, cache = cfg.data, cache_dir(cfg)
     meta = {**inherited, "tokenizer": tokenizer.to_meta(), "format": kind}
+    if cfg.model.pretrained and not meta.get("chat_template"):  # a base model: said, not silently ChatML
+        markers = {m: len(tokenizer.encode(m)) for m in ("<|im_start|>", "<|im_end|>")}
+        log.warning(f"model.pretrained={cfg.model.pretrained} has no chat template: its conversations are written "
+                    f"in ChatML, whose markers are {', '.join(f'{m} ({n} tokens)' for m, n in markers.items())} "
+                    "to its tokenizer; give a model with a template for its own format")
     meta["chat_template"] = meta.get("chat_template") or conversations.DEFAULT_TEMPLATE
     files = {path: conversations.chat_token_file(path, kind, tokenizer, meta, d.train_on_prompt, cache,
                                                  d.chat_template, d.template_kwargs)

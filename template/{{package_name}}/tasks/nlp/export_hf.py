@@ -57,7 +57,9 @@ def write(trained, out: Path, dtype: str = "fp32") -> dict[str, Path]:
         save_weights(tensors, tmp, dtype)
         (tmp / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
         (tmp / "tokenizer.json").write_text(trained.meta["tokenizer"]["json"], encoding="utf-8")
-        settings = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": m.block_size,
+        # the model's own context (the original config's), not the block this run trained on
+        context = trained.meta.get("hf_config", {}).get("max_position_embeddings", m.block_size)
+        settings = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": context,
                     **trained.meta.get("special_tokens", {})}
         if trained.meta.get("chat_template"):
             settings["chat_template"] = trained.meta["chat_template"]
@@ -82,7 +84,9 @@ def write_adapters(trained, out: Path, dtype: str = "fp32") -> dict[str, Path]:
         raise UserError(f"--dtype {dtype}: expected one of {', '.join(DTYPES)}")
     tensors = {f"base_model.model.{name}.weight": p.asnumpy() for name, p in trained.network.parameters_and_names()
                if lora.is_adapter(name)}
-    base = trained.meta.get("hf_config", {}).get("_name_or_path") or trained.cfg.model.pretrained
+    # the folder it was imported from (AutoPeftModelForCausalLM loads it), else what the config names
+    base = (trained.meta.get("source_folder") or trained.meta.get("hf_config", {}).get("_name_or_path")
+            or trained.cfg.model.pretrained)
     config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": lora_cfg.rank, "lora_alpha": lora_cfg.alpha,
               "lora_dropout": lora_cfg.dropout, "target_modules": sorted(lora_cfg.targets), "bias": "none",
               "fan_in_fan_out": False, "inference_mode": True, "base_model_name_or_path": base}
@@ -111,9 +115,12 @@ def new_folder(out: Path):
 def hf_config(trained, dtype: str) -> tuple[dict, bool]:
     """The original config.json (from the import), or one from our sizes; the weights' dtype set."""
     m = trained.cfg.model
-    torch_dtype = TORCH_DTYPES[dtype]
+    torch_dtype = TORCH_DTYPES[dtype]  # both keys: transformers 5 reads dtype first, earlier ones torch_dtype
     if trained.meta.get("hf_config"):
-        return {**trained.meta["hf_config"], "torch_dtype": torch_dtype}, False
+        return {**trained.meta["hf_config"], "torch_dtype": torch_dtype, "dtype": torch_dtype}, False
+    if m.qk_norm and m.bias:
+        raise UserError("--format hf: a llama with model.qk_norm and model.bias has no Hugging Face architecture "
+                        "(Qwen3 has q/k norms but no q/k/v biases, Qwen2 the biases but no norms)")
     arch = "Qwen3ForCausalLM" if m.qk_norm else "Qwen2ForCausalLM" if m.bias else "LlamaForCausalLM"
     from .data import Tokenizer
 
@@ -126,7 +133,8 @@ def hf_config(trained, dtype: str) -> tuple[dict, bool]:
               "num_attention_heads": m.n_head, "num_key_value_heads": m.n_kv_head or m.n_head,
               "head_dim": m.head_dim or m.d_model // m.n_head, "max_position_embeddings": m.block_size,
               "rms_norm_eps": m.norm_eps, "rope_theta": m.rope_theta, "rope_scaling": rope, "hidden_act": "silu",
-              "tie_word_embeddings": m.tie_embeddings, "torch_dtype": torch_dtype, "eos_token_id": tokenizer.eos_id}
+              "tie_word_embeddings": m.tie_embeddings, "torch_dtype": torch_dtype, "dtype": torch_dtype,
+              "eos_token_id": tokenizer.eos_id}
     return config, True  # Qwen2's q/k/v biases and Qwen3's q/k norms come with their architecture
 
 
@@ -157,7 +165,7 @@ def gpt2_config(trained, tensors: dict[str, np.ndarray], dtype: str) -> dict:
             "n_embd": m.d_model, "n_layer": m.n_layer, "n_head": m.n_head, "n_inner": m.mlp_ratio * m.d_model,
             "activation_function": "gelu_new", "layer_norm_epsilon": LN_EPS,
             "tie_word_embeddings": m.tie_embeddings, "bos_token_id": eos, "eos_token_id": eos,
-            "torch_dtype": TORCH_DTYPES[dtype]}
+            "torch_dtype": TORCH_DTYPES[dtype], "dtype": TORCH_DTYPES[dtype]}
 
 
 def save_weights(tensors: dict[str, np.ndarray], folder: Path, dtype: str) -> None:

@@ -196,7 +196,8 @@ def convert(src: str, out: str, *, config: str, verify_logits: bool, tokenizer: 
     folder = folder_of(src)
     try:
         hf = read_config(folder)
-        meta = {**tokenizer_meta(folder, hf["vocab_size"], tokenizer), "hf_config": hf}  # export.py --format hf
+        meta = {**tokenizer_meta(folder, hf["vocab_size"], tokenizer), "hf_config": hf,  # export.py --format hf
+                "source_folder": str(folder.resolve())}  # export.py --format peft: the base PEFT loads
         cfg = load_config(config, [*overrides(hf, block_size, hf["vocab_size"]), "data.tokenizer=bpe"])
         runtime.setup(cfg)
         network = build_model(cfg, meta, Comm()).network
