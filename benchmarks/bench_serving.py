@@ -22,7 +22,11 @@ from pathlib import Path
 from render import render
 
 TIMER = """
-import json, statistics, sys, time
+import json, os, statistics, sys, time
+import yaml
+isa = yaml.safe_load(open("config/config.yaml"))["runtime"].get("onednn_max_isa")
+if isa:  # as the project's own entry points do, before MindSpore is imported (its conv models: AVX2)
+    os.environ.setdefault("ONEDNN_MAX_CPU_ISA", isa)
 import mindspore as ms
 import numpy as np
 import onnxruntime
