@@ -56,6 +56,7 @@ SHARED_TESTS = {
     # the launcher and checkpoint writes under faults: shell and engine code, the same in every project
     "tests/test_distributed.py::test_a_dead_or_failing_rank_ends_the_job_in_one_line": FAULTS,
     "tests/test_distributed.py::test_a_node_that_never_joins_is_named_within_the_join_timeout": FAULTS,
+    "tests/test_distributed.py::test_two_jobs_on_one_host_never_meet": FAULTS,
     "tests/test_reliability.py::test_a_kill_during_a_checkpoint_write_keeps_the_previous_one": FAULTS,
     "tests/test_reliability.py::test_resume_imports_only_the_callbacks_the_current_config_names": FAULTS,
     "tests/test_reliability.py::test_a_signal_during_the_final_evaluation_lets_it_finish": FAULTS,
