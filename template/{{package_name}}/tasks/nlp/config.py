@@ -121,6 +121,9 @@ class ModelConfig(Section):
                              "model.tie_embeddings=true (or model.arch=gpt)")
         if self.n_kv_head and self.n_head % self.n_kv_head:
             raise ValueError(f"model.n_head={self.n_head} must be divisible by model.n_kv_head={self.n_kv_head}")
+        if self.arch == "llama" and self.dropout:
+            raise ValueError(f"model.dropout={self.dropout}: model.arch=llama has no dropout layers (as Llama, Qwen "
+                             "and Mistral); set model.dropout=0 (LoRA's own: model.lora.dropout)")
         llama_only = {"lora.rank": self.lora.rank, "n_kv_head": self.n_kv_head, "d_ff": self.d_ff,
                       "head_dim": self.head_dim, "qk_norm": self.qk_norm, "rope_scaling": self.rope_scaling}
         key = next((key for key, value in llama_only.items() if value), None)
