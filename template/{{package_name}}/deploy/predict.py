@@ -44,7 +44,10 @@ class Graph:
         if "onnx" not in self.spec:
             raise UserError(f"{spec}: describes no ONNX export (export.py --format onnx)")
         self.name, self.meta, self.batch = path.stem, self.spec["meta"], self.spec["onnx"]["batch"]
-        self.arrays = dict(np.load(path.with_name(self.spec["arrays"]))) if self.spec.get("arrays") else {}
+        arrays = path.with_name(self.spec["arrays"]) if self.spec.get("arrays") else None
+        if arrays is not None and not arrays.is_file():
+            raise UserError(f"{arrays}: missing ({spec.name} lists it; copy it with the .onnx and .json)")
+        self.arrays = dict(np.load(arrays)) if arrays is not None else {}
         self.session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         self.inputs = [x.name for x in self.session.get_inputs()]
         graph_shapes = [list(x.shape[1:]) for x in self.session.get_inputs()]
