@@ -5,7 +5,7 @@ explicit ``settings`` (no user Copier settings), no ``_tasks``/``_jinja_extensio
 template (so never ``unsafe``), ``defaults=True`` unless prompting on a terminal.
 
 All or nothing: a ``new`` or ``update`` that fails or is stopped (Ctrl-C, SIGTERM, SIGHUP: a
-closed terminal, ``timeout``) leaves the destination as it found it.
+closed terminal, ``timeout``) leaves the destination as it found it (``rollback.py``).
 """
 
 from __future__ import annotations
@@ -14,11 +14,7 @@ import math
 import os
 import re
 import shutil
-import signal
-import threading
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -28,6 +24,7 @@ from msscaffold import __version__
 from msscaffold.errors import MsscaffoldError
 from msscaffold.gitcmd import git, toplevel
 from msscaffold.moves import follow_moves
+from msscaffold.rollback import rolled_back
 from msscaffold.source import TemplateSource, check_commit, copier_config, for_update
 
 ANSWERS_FILE = ".copier-answers.yml"
@@ -131,34 +128,6 @@ def _copier_call(fn, *args, **kwargs):
     except ProcessExecutionError as exc:
         lines = [ln for ln in (exc.stderr or "").splitlines() if ln.strip()]
         raise MsscaffoldError(f"git failed: {lines[-1] if lines else exc}") from exc
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
-@contextmanager
-def rolled_back(undo) -> Iterator[None]:
-    """Run the body with SIGTERM and SIGHUP raising as Ctrl-C does; on any exception, ``undo()``
-    with every stop signal ignored (a second Ctrl-C cannot cut the rollback short), then re-raise."""
-    main = threading.current_thread() is threading.main_thread()  # handlers live in the main thread
-    previous = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS[1:]} if main else {}
-    try:
-        yield
-    except BaseException:
-        held = {s: signal.signal(s, signal.SIG_IGN) for s in STOP_SIGNALS} if main else {}
-        try:
-            undo()
-        finally:
-            for signum, handler in held.items():
-                signal.signal(signum, handler)
-        raise
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def _one_line(exc: Exception) -> str:

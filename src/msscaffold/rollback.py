@@ -1,0 +1,38 @@
+"""All or nothing under signals: the body of ``rolled_back(undo)`` is undone when it fails or
+is stopped. SIGTERM (``timeout``, a scheduler) and SIGHUP (a closed terminal) raise as Ctrl-C
+does while it runs, so they are undone too; the undo itself cannot be cut short by another one."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+# Ctrl-C first (Python raises on it already); no SIGHUP on Windows
+STOP_SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def rolled_back(undo: Callable[[], None]) -> Iterator[None]:
+    """Run the body with SIGTERM and SIGHUP raising as Ctrl-C does; on any exception, ``undo()``
+    with every stop signal ignored (a second Ctrl-C cannot cut the rollback short), then re-raise."""
+    main = threading.current_thread() is threading.main_thread()  # handlers live in the main thread
+    previous = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS[1:]} if main else {}
+    try:
+        yield
+    except BaseException:
+        held = {s: signal.signal(s, signal.SIG_IGN) for s in STOP_SIGNALS} if main else {}
+        try:
+            undo()
+        finally:
+            for signum, handler in held.items():
+                signal.signal(signum, handler)
+        raise
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
