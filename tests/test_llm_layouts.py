@@ -57,6 +57,11 @@ def bpe_tokenizer(path) -> None:
     bpe.save(str(path / "tokenizer.json"))
 
 
+# as Qwen2.5-Instruct ships it: bos/pad ids and a repetition penalty beside the sampling defaults
+GENERATION_CONFIG = {"bos_token_id": 1, "pad_token_id": 2, "eos_token_id": [0, 2], "do_sample": True,
+                     "temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05}
+
+
 def hf_folder(path, kind: str, dtype=torch.float32, **sizes):
     """A random model of ``kind`` written by ``save_pretrained`` in shards, norms and biases off
     their 1s and 0s (a swapped name would show), with tokenizer and generation files."""
@@ -76,7 +81,7 @@ def hf_folder(path, kind: str, dtype=torch.float32, **sizes):
     settings = {"eos_token": "<|im_end|>", "chat_template": chat}
     (path / "tokenizer_config.json").write_text(json.dumps(settings))
     (path / "generation_config.json").write_text(json.dumps(
-        {"eos_token_id": [0, 2], "do_sample": True, "temperature": 0.7, "top_p": 0.8}))
+        GENERATION_CONFIG))
     return model.float().eval()
 
 
@@ -211,7 +216,8 @@ def test_import_then_hf_export_is_the_identity(project, tmp_path, kind, dtype):
     settings = json.loads((folder / "tokenizer_config.json").read_text())
     assert settings["chat_template"].startswith("{% for m in messages %}")
     assert settings["eos_token"] == "<|im_end|>"
-    assert json.loads((folder / "generation_config.json").read_text())["eos_token_id"] == [0, 2]
+    # as it was (0.11.0 dropped bos/pad and repetition_penalty)
+    assert json.loads((folder / "generation_config.json").read_text()) == GENERATION_CONFIG
     # Reloaded in the dtype asked for, either way (0.10.1: transformers 5 read the import's own dtype key)
     other = {"bf16": "fp32", "fp32": "bf16"}[dtype]
     again = exported_folder(project, f"{kind}.ckpt", f"hf-{kind}-{other}", "--dtype", other)

@@ -71,7 +71,9 @@ def partial_files(path: Path) -> tuple[Path, Path]:
 
 def read(path: str | Path, tasks: Iterable[str] | None = None) -> tuple[dict[str, ms.Parameter], dict[str, Any]]:
     """Weights and meta of a checkpoint (of one of ``tasks``, when given: e.g. this run's task,
-    or another task whose weights a model starts from)."""
+    or another task whose weights a model starts from). A checkpoint of adapters alone (meta
+    ``adapters_only``, e.g. nlp's ``best-adapters.ckpt``) comes with its base's weights: the
+    checkpoint its config's ``model.pretrained`` names."""
     path = Path(path)
     if path.is_dir():
         raise CheckpointError(f"checkpoint {path} is a folder; pass a .ckpt file, e.g. {path / 'best.ckpt'}")
@@ -82,6 +84,12 @@ def read(path: str | Path, tasks: Iterable[str] | None = None) -> tuple[dict[str
               f"{path} is the previous checkpoint, whole", file=sys.stderr, flush=True)
     params, meta = _load(path, tasks)
     del params[META_KEY]
+    if meta.get("adapters_only"):
+        base = meta["config"].get("model", {}).get("pretrained")
+        if not base:
+            raise CheckpointError(f"{path} holds adapters only and names no base checkpoint "
+                                  "(its model.pretrained is null)")
+        params = {**read(base, tasks)[0], **params}
     return params, meta
 
 

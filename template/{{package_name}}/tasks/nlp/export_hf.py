@@ -64,14 +64,21 @@ def write(trained, out: Path, dtype: str = "fp32") -> dict[str, Path]:
         if trained.meta.get("chat_template"):
             settings["chat_template"] = trained.meta["chat_template"]
         (tmp / "tokenizer_config.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
-        generation = dict(trained.meta.get("generation", {}))
-        # a model trained here has no eos ids of its own: its tokenizer's (an empty list breaks transformers)
-        eos = generation.pop("eos_token_ids", None) or config.get("eos_token_id")
-        eos = [eos] if isinstance(eos, int) else list(eos or [])
-        (tmp / "generation_config.json").write_text(json.dumps(
-            {**({"eos_token_id": eos[0] if len(eos) == 1 else eos} if eos else {}), **generation,
-             **({"do_sample": True} if "temperature" in generation else {})}, indent=2), encoding="utf-8")
+        (tmp / "generation_config.json").write_text(json.dumps(generation_config(trained.meta, config), indent=2),
+                                                     encoding="utf-8")
     return {"hf": out, **({"config written from our sizes": out / "config.json"} if written_from_sizes else {})}
+
+
+def generation_config(meta: dict, config: dict) -> dict:
+    """The imported model's generation_config.json as it was; for a model trained here, its end
+    ids (the tokenizer's: an empty list breaks transformers) and sampling defaults."""
+    generation = dict(meta.get("generation", {}))
+    if "original" in generation:
+        return generation["original"]
+    eos = generation.pop("eos_token_ids", None) or config.get("eos_token_id")
+    eos = [eos] if isinstance(eos, int) else list(eos or [])
+    return {**({"eos_token_id": eos[0] if len(eos) == 1 else eos} if eos else {}), **generation,
+            **({"do_sample": True} if "temperature" in generation else {})}
 
 
 def write_adapters(trained, out: Path, dtype: str = "fp32") -> dict[str, Path]:

@@ -151,14 +151,16 @@ def token_text(value) -> str | None:
 
 
 def generation_defaults(folder: Path, tokenizer) -> dict:
-    """generation_config.json's end-of-text ids (Llama-3 has several) and sampling defaults."""
+    """generation_config.json's end-of-text ids (Llama-3 has several) and sampling defaults, and
+    the file itself (``original``: export writes it back as it was, bos/pad/repetition_penalty too)."""
     config = read_json(folder / "generation_config.json")
     eos = config.get("eos_token_id")
     eos = [eos] if isinstance(eos, int) else list(eos or [])
     if tokenizer.eos_id is not None and tokenizer.eos_id not in eos:
         eos.append(tokenizer.eos_id)
     sampling = {k: config[k] for k in ("temperature", "top_p", "top_k") if isinstance(config.get(k), (int, float))}
-    return {"eos_token_ids": eos, **(sampling if config.get("do_sample") else {})}  # greedy files: our defaults
+    return {"eos_token_ids": eos, **(sampling if config.get("do_sample") else {}),  # greedy files: our defaults
+            **({"original": config} if config else {})}
 
 
 def fill(network, folder: Path, tied: bool) -> None:

@@ -56,11 +56,6 @@ def warm_start(network: nn.Cell, cfg) -> None:
         return
     params, meta = checkpoint.read(cfg.model.pretrained)
     saved = meta["config"]["model"]
-    if meta.get("adapters_only"):  # LoRA adapters alone (lora.SaveAdapters): their base first
-        if not saved.get("pretrained"):
-            raise CheckpointError(f"model.pretrained={cfg.model.pretrained} holds LoRA adapters only and names no "
-                                  "base checkpoint (its model.pretrained is null)")
-        params = {**checkpoint.read(saved["pretrained"])[0], **params}
     if not cfg.model.lora.rank and any(lora.is_adapter(name) for name in params):
         raise CheckpointError(f"model.pretrained={cfg.model.pretrained} has LoRA adapters: set model.lora as it "
                               f"was trained (rank {saved.get('lora', {}).get('rank')})")
