@@ -59,6 +59,8 @@ SHARED_TESTS = {
     "tests/test_distributed.py::test_two_jobs_on_one_host_never_meet": FAULTS,
     "tests/test_reliability.py::test_a_kill_during_a_checkpoint_write_keeps_the_previous_one": FAULTS,
     "tests/test_run_integrity.py": FAULTS,  # the run folder's guarantees: engine code, alike in every project
+    # nlp runs its msrun pair on chat data (per-token loss: the token count is all-reduced too)
+    "tests/test_distributed.py::test_two_msrun_workers_match_one_process": ("vision", "recommender", "multimodal"),
 }
 
 

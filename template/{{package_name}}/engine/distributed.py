@@ -60,6 +60,21 @@ def grad_reducer(parameters, comm: Comm):
     return nn.DistributedGradReducer(parameters, mean=True)
 
 
+def mean_reducer(comm: Comm):
+    """All-reduce (mean) of one tensor across ranks, as grad_reducer's (the step's loss weight)."""
+    return _identity if comm.size == 1 else _MeanOverRanks(comm.size)
+
+
+class _MeanOverRanks(nn.Cell):
+    def __init__(self, size: int):
+        super().__init__()
+        self.all_reduce = ops.AllReduce()
+        self.size = size
+
+    def construct(self, x):
+        return self.all_reduce(x) / self.size
+
+
 def _identity(grads):  # a def, not a lambda: it is called inside the jit-compiled step
     return grads
 

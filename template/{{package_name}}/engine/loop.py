@@ -189,7 +189,8 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
     optimizer = build_optimizer(cfg.optim, model.network.trainable_params(), schedule,
                                 layer_scales(cfg.optim, model, cfg.task), model.no_decay)
     reducer = distributed.grad_reducer(optimizer.parameters, comm)
-    step_fn = build_train_step(model, optimizer, reducer, cfg.train, cfg.runtime.jit_level)
+    step_fn = build_train_step(model, optimizer, reducer, cfg.train, cfg.runtime.jit_level,
+                               distributed.mean_reducer(comm))
     model.loss.set_train(True)
     run = Run(cfg, task, comm, device, data, batches, model.network, optimizer, schedule, step_fn, total_steps,
               per_epoch, ema=build_ema(model.network, cfg.train.ema), state=State(total_steps=total_steps),

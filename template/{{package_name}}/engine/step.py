@@ -1,11 +1,14 @@
 """The train step: ``ms.value_and_grad`` + ``ms.jit``, with accumulation, loss scaling and clipping.
 
-One optimizer step = ``k`` micro-steps (``train.grad_accum_steps``). Each micro-step
-computes gradients of ``loss / k``; the first ``k - 1`` add them into zero-initialised
-buffers, the k-th adds its own and applies: all-reduce across ranks, unscale, overflow
-check, clip, optimizer update (a skipped update still advances the learning-rate schedule,
-so it ends where ``total_steps`` says). So k micro-batches of b update the weights exactly like
-one batch of k*b, and distributed/AMP work happens once per optimizer step.
+One optimizer step = ``k`` micro-steps (``train.grad_accum_steps``). A task's loss is a mean
+(weight 1 per micro-batch) or a ``(sum, weight)`` pair, e.g. summed token losses and their count.
+Each micro-step computes gradients of its loss; the first ``k - 1`` add them (and the weights)
+into zero-initialised buffers, the k-th adds its own and applies: all-reduce across ranks,
+division by the step's whole weight, unscale, overflow check, clip, optimizer update (a skipped
+update still advances the learning-rate schedule, so it ends where ``total_steps`` says). So k
+micro-batches of b update the weights exactly like one batch of k*b on one device, for a mean
+and for a sum over a varying number of tokens alike, and distributed/AMP work happens once per
+optimizer step.
 
 Mixed precision (``train.amp_level`` other than O0) casts with ``amp.auto_mixed_precision``
 and scales the loss dynamically; an overflowed step is skipped and the scale shrinks. O2/O3
@@ -23,16 +26,18 @@ from __future__ import annotations
 import functools
 
 import mindspore as ms
-from mindspore import amp, nn, ops
+from mindspore import Parameter, amp, nn, ops
 
 from .schema import Train
 from .task import Model
 
 
-def build_train_step(model: Model, optimizer: nn.Optimizer, reducer, cfg: Train, jit_level: str = "O0") -> TrainStep:
+def build_train_step(model: Model, optimizer: nn.Optimizer, reducer, cfg: Train, jit_level: str = "O0",
+                     weight_reducer=None) -> TrainStep:
     """The step ``cfg`` describes for a task's model: accumulation, mixed precision + loss
     scaling, clipping, jit (at ``jit_level``, runtime.jit_level), and the model's ``constrain``
-    after every applied update."""
+    after every applied update. ``reducer`` all-reduces gradients, ``weight_reducer`` the loss
+    weight (distributed.grad_reducer, distributed.mean_reducer; None: one process)."""
     amp_on, loss_net, dtype = cfg.amp_level != "O0", model.loss, getattr(ms, cfg.amp_dtype)
     # O2/O3 cast model.network in place (model.loss holds it); their float32 output wrapper is not needed.
     if cfg.amp_level == "O1":  # a rewritten copy with float16 matmuls/convolutions
@@ -48,24 +53,26 @@ def build_train_step(model: Model, optimizer: nn.Optimizer, reducer, cfg: Train,
     check = amp_on or cfg.on_nonfinite == "skip"
     return TrainStep(loss_net, optimizer, reducer, accum_steps=cfg.grad_accum_steps, loss_scaler=scaler,
                      check_overflow=check, grad_clip=cfg.grad_clip, jit=cfg.jit, constrain=model.constrain,
-                     jit_level=jit_level)
+                     jit_level=jit_level, weight_reducer=weight_reducer)
 
 
 class TrainStep:
     def __init__(self, loss_net: nn.Cell, optimizer: nn.Optimizer, reducer, *, accum_steps: int = 1,
                  loss_scaler=None, check_overflow: bool = False, grad_clip: float | None = None,
-                 jit: bool = True, constrain=None, jit_level: str = "O0"):
+                 jit: bool = True, constrain=None, jit_level: str = "O0", weight_reducer=None):
         self.loss_net = loss_net
         self.constrain = constrain or _unconstrained
         self.optimizer = optimizer
         self.reducer = reducer
+        self.weight_reducer = weight_reducer or _identity
         self.accum_steps = accum_steps
         # No scaler is the identity: one code path for fp32 and mixed precision.
         self.scaler = loss_scaler or NoLossScaling()
         self.check_overflow = check_overflow
         self.grad_clip = grad_clip
-        self.grad_fn = ms.value_and_grad(self._scaled_loss, None, optimizer.parameters)
+        self.grad_fn = ms.value_and_grad(self._scaled_loss, None, optimizer.parameters, has_aux=True)
         self.accum = optimizer.parameters.clone(prefix="grad_accum", init="zeros") if accum_steps > 1 else None
+        self.accum_weight = Parameter(ms.Tensor(0.0, ms.float32), name="grad_accum_weight", requires_grad=False)
         self.hyper_map = ops.HyperMap()
         compile_ = functools.partial(ms.jit, jit_level=jit_level) if jit else _eager
         self._accumulate = compile_(self.accumulate)
@@ -77,25 +84,32 @@ class TrainStep:
         return (self._apply if apply else self._accumulate)(*batch)
 
     def _scaled_loss(self, *batch):
-        return self.scaler.scale(self.loss_net(*batch) / self.accum_steps)
+        loss, weight = _sum_and_weight(self.loss_net(*batch))
+        return self.scaler.scale(loss), weight
 
     def _loss_and_grads(self, batch):
-        loss, grads = self.grad_fn(*batch)
-        return self.scaler.unscale(loss) * self.accum_steps, grads
+        """The micro-batch's mean loss, its weight, and the gradients of its (scaled) sum."""
+        (loss, weight), grads = self.grad_fn(*batch)
+        return self.scaler.unscale(loss) / ops.maximum(weight, 1e-12), weight, grads
 
     def accumulate(self, *batch):
-        loss, grads = self._loss_and_grads(batch)
+        loss, weight, grads = self._loss_and_grads(batch)
         self.hyper_map(ops.assign_add, self.accum, grads)
+        ops.assign_add(self.accum_weight, weight)
         # A constant output that the loop reads every step keeps the host in step with the
         # device; letting jit steps queue unread made them 3-20x slower on CPU.
         return loss, ms.Tensor(True)
 
     def accumulate_and_apply(self, *batch):
-        loss, grads = self._loss_and_grads(batch)
+        loss, weight, grads = self._loss_and_grads(batch)
         if self.accum is not None:
             grads = self.hyper_map(ops.add, self.accum, grads)
             self.hyper_map(ops.assign, self.accum, self.hyper_map(ops.zeros_like, self.accum))
-        grads = self.scaler.unscale(self.reducer(grads))
+            weight = weight + self.accum_weight
+            ops.assign(self.accum_weight, ops.zeros_like(self.accum_weight))
+        # the mean over every micro-batch and rank; a step with no weight at all has zero gradients
+        weight = ops.maximum(self.weight_reducer(weight), 1e-12)
+        grads = self.scaler.unscale(self.hyper_map(ops.partial(_scaled, 1 / weight), self.reducer(grads)))
         finite = amp.all_finite(grads) if self.check_overflow else ms.Tensor(True)
         if finite:
             if self.grad_clip is not None:
@@ -129,6 +143,15 @@ def _squared_norm(g):
 
 def _scaled(factor, g):
     return g * factor.astype(g.dtype)
+
+
+def _sum_and_weight(loss):
+    """A task's loss as (sum, weight): a mean counts as a sum of weight 1."""
+    return loss if isinstance(loss, tuple) else (loss, ops.ones((), ms.float32))
+
+
+def _identity(x):
+    return x
 
 
 def _eager(fn):

@@ -156,9 +156,19 @@ def defined_by(saved: dict[str, Any]) -> dict[str, Any]:
     return keys
 
 
+class LossConfig(Section):
+    # With a target mask (chat/instruct data): token = the mean over every target token of the
+    # optimizer step (all micro-batches and ranks), as transformers' Trainer and TRL's SFTTrainer
+    # average, so a fine-tune here weighs tokens as one there does and packed windows do not
+    # matter; row = each row's mean over its own targets, then the mean of rows (a short answer's
+    # tokens weigh more). Text data: every position is a target, the two are the same.
+    normalize: Literal["token", "row"] = "token"
+
+
 class TaskConfig(Config):
     data: DataConfig = DataConfig()
     model: ModelConfig = ModelConfig()
+    loss: LossConfig = LossConfig()
 
     @classmethod
     def complete(cls, raw: dict[str, Any], command_line: dict[str, Any]) -> dict[str, Any]:

@@ -44,7 +44,7 @@ def build_model(cfg, meta: dict, comm: Comm) -> Model:
     network = ARCHS[cfg.model.arch](embedding_rows(meta, cfg.model), cfg.model)
     if cfg.model.lora.rank:
         lora.freeze_base(network)  # the optimizer is built from trainable_params(): the adapters alone
-    return Model(network=network, loss=LanguageModelLoss(network), float32_cells=FLOAT32_CELLS,
+    return Model(network=network, loss=LanguageModelLoss(network, cfg.loss.normalize), float32_cells=FLOAT32_CELLS,
                  layer_id=network.layer_id, num_layers=network.num_layers)
 
 
