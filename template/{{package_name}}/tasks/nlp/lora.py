@@ -4,7 +4,8 @@ A target projection y = W x + b becomes y = W x + b + (alpha / rank) * B A dropo
 A (rank, in) drawn as PEFT draws it and B (out, rank) zero, so training starts from the base
 model exactly. ``freeze_base`` leaves only A and B trainable: the engine builds its optimizer
 from ``network.trainable_params()``, so only the adapters have gradients, accumulation buffers
-and Adam moments. Checkpoints hold the base weights and the adapters (resume is exact);
+and Adam moments. Checkpoints hold the base weights and the adapters (resume is exact without
+dropout: MindSpore 2.10's CPU dropout kernel keeps its generator in the compiled graph);
 ``merge`` folds B A alpha / rank into W for ``generate.py`` and MINDIR export (the adapters'
 matmuls leave the graph).
 
