@@ -94,10 +94,8 @@ def ask() -> str:
 
 def end_of_turn(meta: dict) -> tuple[str, ...]:
     """Texts that end an assistant's turn: the model's end-of-sequence token (Qwen's <|im_end|>,
-    Llama-3's <|eot_id|>) as text, and ChatML's for a model trained here with the default template."""
-    from .conversations import DEFAULT_TEMPLATE
-
+    Llama-3's <|eot_id|>) as text, and ChatML's for a template that writes it (the default one)."""
     ends = {meta.get("special_tokens", {}).get("eos_token")}
-    if meta.get("chat_template") == DEFAULT_TEMPLATE:
+    if "<|im_end|>" in (meta.get("chat_template") or ""):
         ends.add("<|im_end|>")
     return tuple(sorted(e for e in ends if isinstance(e, str) and e))

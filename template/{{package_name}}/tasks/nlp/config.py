@@ -28,6 +28,9 @@ class DataConfig(DataSection):
     overlong: Literal["cut", "refuse"] = "cut"  # an example longer than the context: its first tokens, or an error
     chat_template: str = "default"  # which of a checkpoint's named chat templates (a list of {name, template})
     template_kwargs: dict[str, Any] = Field(default_factory=dict)  # extra chat-template variables (enable_thinking...)
+    # a model.pretrained with no chat template: ChatML's <|im_start|> and <|im_end|> become single new
+    # tokens (rows added to the embedding and head, as TRL's setup_chat_format), <|im_end|> its end of text
+    add_special_tokens: bool = False
     eval_path: str | None = None  # chat/instruct: a JSONL to evaluate on; null: the last eval_fraction of examples
 
     @model_validator(mode="after")
@@ -169,6 +172,13 @@ class TaskConfig(Config):
     data: DataConfig = DataConfig()
     model: ModelConfig = ModelConfig()
     loss: LossConfig = LossConfig()
+
+    @model_validator(mode="after")
+    def _new_tokens_train(self):
+        if self.data.add_special_tokens and self.model.lora.rank:
+            raise ValueError("data.add_special_tokens with model.lora: the new tokens' rows would stay frozen at "
+                             "their first value; fine-tune every weight (model.lora.rank=0)")
+        return self
 
     @classmethod
     def complete(cls, raw: dict[str, Any], command_line: dict[str, Any]) -> dict[str, Any]:

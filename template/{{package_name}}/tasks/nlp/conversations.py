@@ -33,8 +33,10 @@ from .chat import TemplateError, render_spans
 from .tokenfile import TokenFile, cache_key, write_atomically
 from .tokenizer import Tokenizer, token_dtype
 
-# ChatML: the template of a model that brings none (trained here, or a bare tokenizer.json)
-DEFAULT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+# ChatML: the template of a model that brings none (trained here, or a bare tokenizer.json),
+# after the BOS its tokenizer opens a text with (a Llama base's), if any
+DEFAULT_TEMPLATE = ("{% if bos_token %}{{ bos_token }}{% endif %}"
+                    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
                     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 STYLES = {"messages": "OpenAI messages", "conversations": "ShareGPT conversations", "instruction": "Alpaca"}
 FORMATS = {"OpenAI messages": "chat", "ShareGPT conversations": "chat", "Alpaca": "instruct"}

@@ -24,6 +24,7 @@ from .tokenfile import TokenFile, cache_key, cached_text, token_file
 from .tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
+CHATML_MARKERS = ("<|im_start|>", "<|im_end|>")  # conversations.DEFAULT_TEMPLATE's
 BPE_TRAIN_BYTES = 100 << 20  # a BPE learns its merges from at most the first 100 MB of the corpus
 TEXT_BLOCK = 256  # model.block_size: null with model.pretrained, on plain text (at most the checkpoint's context)
 INHERITED = ("chat_template", "special_tokens", "generation", "hf_config", "source_folder")  # a fine-tune keeps them
@@ -68,7 +69,10 @@ def load_data(cfg) -> Data:
     of the first tokens, ``Data.eval`` windows of the last ``data.eval_fraction``. Chat and
     instruction data (a JSONL): ``load_chat``."""
     if (kind := data_format(cfg)) != "text":
-        return load_chat(cfg, kind, chat_tokenizer(cfg, kind), inherited_meta(cfg))
+        tokenizer, inherited = chat_tokenizer(cfg, kind), inherited_meta(cfg)
+        if cfg.data.add_special_tokens:
+            tokenizer, inherited = with_chatml_tokens(cfg, tokenizer, inherited)
+        return load_chat(cfg, kind, tokenizer, inherited)
     if cfg.model.block_size is None:  # model.pretrained: a block of text, within its context
         cfg.model.block_size = min(TEXT_BLOCK, pretrained_context(cfg))
         print(f"data: model.block_size={cfg.model.block_size} (null: {TEXT_BLOCK} tokens of text, at most "
@@ -114,11 +118,12 @@ def load_chat(cfg, kind: str, tokenizer: Tokenizer, inherited: dict) -> Data:
     ``data.eval_path``, else the last ``data.eval_fraction`` of the examples."""
     d, cache = cfg.data, cache_dir(cfg)
     meta = {**inherited, "tokenizer": tokenizer.to_meta(), "format": kind}
-    if cfg.model.pretrained and not meta.get("chat_template"):  # a base model: said, not silently ChatML
-        markers = {m: len(tokenizer.encode(m)) for m in ("<|im_start|>", "<|im_end|>")}
+    if cfg.model.pretrained and not meta.get("chat_template") and not d.add_special_tokens:  # said, not silent
+        markers = {m: len(tokenizer.encode(m)) for m in CHATML_MARKERS}
         log.warning(f"model.pretrained={cfg.model.pretrained} has no chat template: its conversations are written "
                     f"in ChatML, whose markers are {', '.join(f'{m} ({n} tokens)' for m, n in markers.items())} "
-                    "to its tokenizer; give a model with a template for its own format")
+                    "to its tokenizer; data.add_special_tokens=true makes them single new tokens (or give a "
+                    "model with a template for its own format)")
     meta["chat_template"] = meta.get("chat_template") or conversations.DEFAULT_TEMPLATE
     files = {path: conversations.chat_token_file(path, kind, tokenizer, meta, d.train_on_prompt, cache,
                                                  d.chat_template, d.template_kwargs)
@@ -211,6 +216,31 @@ def pretrained_meta(cfg) -> dict:
     from ...engine.checkpoint import read_meta  # imports MindSpore (load_data runs after the runtime setup)
 
     return read_meta(cfg.model.pretrained)["task_meta"]
+
+
+def with_chatml_tokens(cfg, tokenizer: Tokenizer, inherited: dict) -> tuple[Tokenizer, dict]:
+    """``data.add_special_tokens`` (as TRL's ``setup_chat_format``): ChatML's markers become new
+    special tokens of a model with no chat template, ``<|im_end|>`` its end of text; the
+    embedding and head grow by their rows (``task.warm_start`` fills them with the mean row)."""
+    where = f"model.pretrained={cfg.model.pretrained}"
+    if not cfg.model.pretrained or tokenizer.kind != "bpe":
+        raise DataError("data.add_special_tokens adds ChatML's markers to a model.pretrained with a BPE tokenizer; "
+                        "set model.pretrained (or data.add_special_tokens=false)")
+    if inherited.get("chat_template"):
+        raise DataError(f"data.add_special_tokens: {where} has its own chat template, whose markers are its "
+                        "tokens already; set data.add_special_tokens=false")
+    tokenizer = tokenizer.with_special_tokens(CHATML_MARKERS, eos=CHATML_MARKERS[1])
+    generation = dict(inherited.get("generation", {}))
+    eos = [*generation.get("eos_token_ids", []), tokenizer.eos_id]
+    generation["eos_token_ids"] = eos
+    if "original" in generation:  # an export's generation_config.json stops at <|im_end|> too
+        generation["original"] = {**generation["original"], "eos_token_id": eos}
+    special = {**inherited.get("special_tokens", {}), "eos_token": CHATML_MARKERS[1]}
+    if cfg.model.embedding_rows is not None and cfg.model.embedding_rows < tokenizer.vocab_size:
+        cfg.model.embedding_rows = tokenizer.vocab_size
+    ids = ", ".join(f"{m} = {tokenizer.encode(m).tolist()}" for m in CHATML_MARKERS)
+    log.info(f"data.add_special_tokens: {ids} of {tokenizer.vocab_size} tokens")
+    return tokenizer, {**inherited, "special_tokens": special, "generation": generation}
 
 
 def pretrained_tokenizer(cfg) -> Tokenizer:

@@ -123,8 +123,10 @@ def hf_config(trained, dtype: str) -> tuple[dict, bool]:
     """The original config.json (from the import), or one from our sizes; the weights' dtype set."""
     m = trained.cfg.model
     torch_dtype = TORCH_DTYPES[dtype]  # both keys: transformers 5 reads dtype first, earlier ones torch_dtype
-    if trained.meta.get("hf_config"):
-        return {**trained.meta["hf_config"], "torch_dtype": torch_dtype, "dtype": torch_dtype}, False
+    if trained.meta.get("hf_config"):  # its rows too: data.add_special_tokens may have grown them
+        rows = trained.network.model.embed_tokens.weight.shape[0]
+        return {**trained.meta["hf_config"], "vocab_size": rows, "torch_dtype": torch_dtype,
+                "dtype": torch_dtype}, False
     if m.qk_norm and m.bias:
         raise UserError("--format hf: a llama with model.qk_norm and model.bias has no Hugging Face architecture "
                         "(Qwen3 has q/k norms but no q/k/v biases, Qwen2 the biases but no norms)")

@@ -62,15 +62,31 @@ def warm_start(network: nn.Cell, cfg) -> None:
     model = cfg.model.model_dump(mode="json")
     for key, value in defined_by(saved).items():  # a config built without load_config (which takes them)
         ours = model["lora"][key[5:]] if key.startswith("lora.") else model[key]
-        if value != ours:
+        if value != ours and not (key == "embedding_rows" and cfg.data.add_special_tokens):  # grown: below
             raise CheckpointError(f"model.pretrained={cfg.model.pretrained} has model.{key}={value!r}, "
                                   f"this config {ours!r}: set model.{key}={value}")
     if cfg.model.lora.rank:  # adapters start fresh (B = 0: the base model exactly) unless the file has them
         params = {**{p.name: p for p in network.get_parameters() if lora.is_adapter(p.name)}, **params}
+    if cfg.data.add_special_tokens:
+        params = with_new_rows(params, network)
     try:
         checkpoint.restore(params, network)
     except CheckpointError as exc:
         raise CheckpointError(f"model.pretrained={cfg.model.pretrained}: {exc}") from None
+
+
+def with_new_rows(params: dict, network: nn.Cell) -> dict:
+    """``data.add_special_tokens``: the checkpoint's embedding (and head) grown to the network's
+    rows, each new row the mean of the old ones (transformers' ``resize_token_embeddings``: their
+    mean, it adds a 1e-5-scaled noise), so a new token starts as an average one."""
+    grown = dict(params)
+    for p in network.get_parameters():
+        old = params.get(p.name)
+        if old is not None and old.shape[0] < p.shape[0] and old.shape[1:] == p.shape[1:]:
+            value = old.asnumpy()
+            mean = np.repeat(value.mean(0, keepdims=True), p.shape[0] - value.shape[0], axis=0)
+            grown[p.name] = Tensor(np.concatenate([value, mean]))
+    return grown
 
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:

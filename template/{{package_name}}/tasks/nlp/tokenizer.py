@@ -73,6 +73,13 @@ class Tokenizer:
             return {"kind": "bpe", "json": self.bpe_json, **({"eos": self.eos} if self.eos else {})}
         return {"kind": self.kind, "chars": self.chars}
 
+    def with_special_tokens(self, tokens, eos: str) -> Tokenizer:
+        """A BPE that also reads each of ``tokens`` as one special token (new ids after its vocabulary,
+        as ``tokenizer.add_special_tokens`` numbers them), ``eos`` its end of text."""
+        bpe = _parse_bpe(self.bpe_json, "the checkpoint's tokenizer")
+        bpe.add_special_tokens(list(tokens))
+        return Tokenizer("bpe", bpe_json=bpe.to_str(), eos=eos)
+
     @property
     def vocab_size(self) -> int:
         if self.kind == "bpe":
