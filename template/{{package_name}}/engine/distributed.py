@@ -56,13 +56,13 @@ def init() -> Comm:
 def grad_reducer(parameters, comm: Comm):
     """All-reduce (mean) of gradients across ranks; identity for a single process."""
     if comm.size == 1:
-        return _identity
+        return identity
     return nn.DistributedGradReducer(parameters, mean=True)
 
 
 def mean_reducer(comm: Comm):
     """All-reduce (mean) of one tensor across ranks, as grad_reducer's (the step's loss weight)."""
-    return _identity if comm.size == 1 else _MeanOverRanks(comm.size)
+    return identity if comm.size == 1 else _MeanOverRanks(comm.size)
 
 
 class _MeanOverRanks(nn.Cell):
@@ -75,8 +75,8 @@ class _MeanOverRanks(nn.Cell):
         return self.all_reduce(x) / self.size
 
 
-def _identity(grads):  # a def, not a lambda: it is called inside the jit-compiled step
-    return grads
+def identity(x):  # a def, not a lambda: it is called inside the jit-compiled step
+    return x
 
 
 def any_rank(flag: bool, comm: Comm) -> bool:

@@ -1,14 +1,12 @@
 """The train step: ``ms.value_and_grad`` + ``ms.jit``, with accumulation, loss scaling and clipping.
 
-One optimizer step = ``k`` micro-steps (``train.grad_accum_steps``). A task's loss is a mean
-(weight 1 per micro-batch) or a ``(sum, weight)`` pair, e.g. summed token losses and their count.
-Each micro-step computes gradients of its loss; the first ``k - 1`` add them (and the weights)
-into zero-initialised buffers, the k-th adds its own and applies: all-reduce across ranks,
-division by the step's whole weight, unscale, overflow check, clip, optimizer update (a skipped
-update still advances the learning-rate schedule, so it ends where ``total_steps`` says). So k
-micro-batches of b update the weights exactly like one batch of k*b on one device, for a mean
-and for a sum over a varying number of tokens alike, and distributed/AMP work happens once per
-optimizer step.
+One optimizer step = ``k`` micro-steps (``train.grad_accum_steps``). A loss is a mean (weight 1)
+or a ``(sum, weight)`` pair (summed token losses, their count). The first ``k - 1`` micro-steps
+add their gradients and weights into zero-initialised buffers, the k-th adds its own and applies:
+all-reduce across ranks, division by the step's whole weight, unscale, overflow check, clip,
+optimizer update (a skipped update still advances the learning-rate schedule). So k micro-batches
+of b update the weights exactly like one batch of k*b, means and token sums alike, and
+distributed/AMP work happens once per optimizer step.
 
 Mixed precision (``train.amp_level`` other than O0) casts with ``amp.auto_mixed_precision``
 and scales the loss dynamically; an overflowed step is skipped and the scale shrinks. O2/O3
@@ -27,7 +25,9 @@ import functools
 
 import mindspore as ms
 from mindspore import Parameter, amp, nn, ops
+from mindspore.common.sparse_tensor import RowTensorInner
 
+from .distributed import identity
 from .schema import Train
 from .task import Model
 
@@ -36,8 +36,7 @@ def build_train_step(model: Model, optimizer: nn.Optimizer, reducer, cfg: Train,
                      weight_reducer=None) -> TrainStep:
     """The step ``cfg`` describes for a task's model: accumulation, mixed precision + loss
     scaling, clipping, jit (at ``jit_level``, runtime.jit_level), and the model's ``constrain``
-    after every applied update. ``reducer`` all-reduces gradients, ``weight_reducer`` the loss
-    weight (distributed.grad_reducer, distributed.mean_reducer; None: one process)."""
+    after every applied update. ``reducer``/``weight_reducer``: distributed's (None: one process)."""
     amp_on, loss_net, dtype = cfg.amp_level != "O0", model.loss, getattr(ms, cfg.amp_dtype)
     # O2/O3 cast model.network in place (model.loss holds it); their float32 output wrapper is not needed.
     if cfg.amp_level == "O1":  # a rewritten copy with float16 matmuls/convolutions
@@ -64,8 +63,7 @@ class TrainStep:
         self.constrain = constrain or _unconstrained
         self.optimizer = optimizer
         self.reducer = reducer
-        self.weight_reducer = weight_reducer or _identity
-        self.accum_steps = accum_steps
+        self.weight_reducer = weight_reducer or identity
         # No scaler is the identity: one code path for fp32 and mixed precision.
         self.scaler = loss_scaler or NoLossScaling()
         self.check_overflow = check_overflow
@@ -96,8 +94,7 @@ class TrainStep:
         loss, weight, grads = self._loss_and_grads(batch)
         self.hyper_map(ops.assign_add, self.accum, grads)
         ops.assign_add(self.accum_weight, weight)
-        # A constant output that the loop reads every step keeps the host in step with the
-        # device; letting jit steps queue unread made them 3-20x slower on CPU.
+        # A constant output the loop reads keeps the host in step (unread: 3-20x slower on CPU).
         return loss, ms.Tensor(True)
 
     def accumulate_and_apply(self, *batch):
@@ -109,7 +106,7 @@ class TrainStep:
             ops.assign(self.accum_weight, ops.zeros_like(self.accum_weight))
         # the mean over every micro-batch and rank; a step with no weight at all has zero gradients
         weight = ops.maximum(self.weight_reducer(weight), 1e-12)
-        grads = self.scaler.unscale(self.hyper_map(ops.partial(_scaled, 1 / weight), self.reducer(grads)))
+        grads = self.scaler.unscale(self.hyper_map(ops.partial(_divided, weight), self.reducer(grads)))
         finite = amp.all_finite(grads) if self.check_overflow else ms.Tensor(True)
         if finite:
             if self.grad_clip is not None:
@@ -145,13 +142,22 @@ def _scaled(factor, g):
     return g * factor.astype(g.dtype)
 
 
+_divided = ops.MultitypeFuncGraph("divided")
+
+
+@_divided.register("Tensor", "Tensor")
+def _divided_dense(weight, grad):
+    return grad / weight.astype(grad.dtype)
+
+
+@_divided.register("Tensor", "RowTensor")
+def _divided_rows(weight, grad):  # a sparse embedding gradient (optim.name: lazy_adam): its rows
+    return RowTensorInner(grad.indices, grad.values / weight.astype(grad.values.dtype), grad.dense_shape)
+
+
 def _sum_and_weight(loss):
     """A task's loss as (sum, weight): a mean counts as a sum of weight 1."""
     return loss if isinstance(loss, tuple) else (loss, ops.ones((), ms.float32))
-
-
-def _identity(x):
-    return x
 
 
 def _eager(fn):

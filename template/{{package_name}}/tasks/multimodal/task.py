@@ -12,6 +12,7 @@ from ...engine.pipeline import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from ...images.files import predict_files
 from ...models.backbones import BACKBONES
+from ...models.transformer import Softmax32
 from .captions import encode
 from .data import load_data, load_eval_data
 from .model import ClampLogitScale, ContrastiveLoss, build_network
@@ -25,7 +26,7 @@ def build_model(cfg, meta: dict, comm: Comm) -> Model:
             param.requires_grad = False
     # The ViT image tower's class token and position embedding are not decayed, as in the vision task (timm).
     return Model(network=network, loss=ContrastiveLoss(network, comm), constrain=ClampLogitScale(network),
-                 no_decay=("class_token", "pos_embedding"))
+                 no_decay=("class_token", "pos_embedding"), float32_cells=(Softmax32,))
 
 
 def warm_start(network: nn.Cell, cfg) -> None:

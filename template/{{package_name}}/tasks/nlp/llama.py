@@ -35,6 +35,7 @@ import numpy as np
 from mindspore import Parameter, Tensor, mint, nn, ops
 from mindspore.common.initializer import Normal, initializer
 
+from ...models.transformer import Softmax32
 from .lora import LoRADense
 
 
@@ -51,18 +52,6 @@ class RMSNorm(nn.Cell):
         x = x.astype(ms.float32)
         x = x * ops.broadcast_to(ops.rsqrt((x * x).mean(-1, keep_dims=True) + self.eps), x.shape)
         return ops.broadcast_to(self.weight, x.shape) * x.astype(dtype)
-
-
-class Softmax32(nn.Cell):
-    """Softmax over the last axis in float32, whatever the scores' dtype."""
-
-    def construct(self, scores):
-        return ops.softmax(scores.astype(ms.float32), axis=-1).astype(scores.dtype)
-
-    def bprop(self, scores, out, dout):  # autodiff's, with the row sums broadcast explicitly
-        out, dout = out.astype(ms.float32), dout.astype(ms.float32)
-        total = ops.broadcast_to((dout * out).sum(-1, keepdims=True), dout.shape)
-        return (((dout - total) * out).astype(scores.dtype),)
 
 
 FLOAT32_CELLS = (RMSNorm, Softmax32)  # kept float32 under amp O2 (engine/step.py's black list)
