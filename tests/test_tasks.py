@@ -40,7 +40,7 @@ def test_generated_code_is_lint_clean(tmp_path, task):
 # all four; a generated project's own CI runs them all. Every other test of every suite runs in
 # every project.
 SWEEPS, CAPPED_AND_NOT = ("vision", "nlp"), ("vision", "nlp")  # accuracy (maximise), perplexity (minimise)
-FAULTS = ("recommender",)
+FAULTS = ENGINE_ONCE = ("recommender",)
 SHARED_TESTS = {
     "tests/test_sweep.py::test_sweep_prunes_reports_and_its_best_trains": SWEEPS,
     # the study's own resumption and sharing: the same whatever the direction (multimodal: quick trials)
@@ -59,8 +59,17 @@ SHARED_TESTS = {
     "tests/test_distributed.py::test_two_jobs_on_one_host_never_meet": FAULTS,
     "tests/test_reliability.py::test_a_kill_during_a_checkpoint_write_keeps_the_previous_one": FAULTS,
     "tests/test_run_integrity.py": FAULTS,  # the run folder's guarantees: engine code, alike in every project
-    # nlp runs its msrun pair on chat data (per-token loss: the token count is all-reduced too)
-    "tests/test_distributed.py::test_two_msrun_workers_match_one_process": ("vision", "recommender", "multimodal"),
+    # nlp runs its msrun pair on chat data (per-token loss: the token count is all-reduced too),
+    # vision on a streamed image folder (test_vision_data.py): the generic pair in the other two
+    "tests/test_distributed.py::test_two_msrun_workers_match_one_process": ("recommender", "multimodal"),
+    # the run folder, resume and the log stream: engine and CLI code that no task changes
+    "tests/test_logging.py::test_piped_stdout_is_plain_lines_and_train_log_keeps_them": ENGINE_ONCE,
+    "tests/test_reliability.py::test_resume_from_best_continues_in_a_new_folder": ENGINE_ONCE,
+    "tests/test_reliability.py::test_resume_reads_as_one_run": ENGINE_ONCE,
+    "tests/test_reliability.py::test_resume_continues_with_the_runs_own_config": ENGINE_ONCE,
+    "tests/test_reliability.py::test_amp_run_whose_every_update_overflows_is_an_error": ENGINE_ONCE,
+    "tests/test_cli.py::test_resume_from_missing_or_corrupt_checkpoint": ENGINE_ONCE,
+    "tests/test_engine.py::test_new_run_never_clobbers_an_existing_run": ENGINE_ONCE,
 }
 
 
