@@ -132,7 +132,7 @@ from {package}.tasks.nlp.model import LanguageModelLoss
 network = load_trained(sys.argv[1]).network
 network.set_train(True)
 params = network.trainable_params()
-loss_net = LanguageModelLoss(network)  # loss.normalize: token, the default: (sum, count)
+loss_net = LanguageModelLoss(network, summed=True)  # loss.normalize: token, the default: (sum, count)
 
 
 def token_mean(tokens, mask):

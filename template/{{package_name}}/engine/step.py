@@ -25,7 +25,6 @@ import functools
 
 import mindspore as ms
 from mindspore import Parameter, amp, nn, ops
-from mindspore.common.sparse_tensor import RowTensorInner
 
 from .distributed import identity
 from .schema import Train
@@ -52,23 +51,26 @@ def build_train_step(model: Model, optimizer: nn.Optimizer, reducer, cfg: Train,
     check = amp_on or cfg.on_nonfinite == "skip"
     return TrainStep(loss_net, optimizer, reducer, accum_steps=cfg.grad_accum_steps, loss_scaler=scaler,
                      check_overflow=check, grad_clip=cfg.grad_clip, jit=cfg.jit, constrain=model.constrain,
-                     jit_level=jit_level, weight_reducer=weight_reducer)
+                     jit_level=jit_level, weight_reducer=weight_reducer, summed=getattr(model.loss, "summed", False))
 
 
 class TrainStep:
     def __init__(self, loss_net: nn.Cell, optimizer: nn.Optimizer, reducer, *, accum_steps: int = 1,
                  loss_scaler=None, check_overflow: bool = False, grad_clip: float | None = None,
-                 jit: bool = True, constrain=None, jit_level: str = "O0", weight_reducer=None):
+                 jit: bool = True, constrain=None, jit_level: str = "O0", weight_reducer=None, summed: bool = False):
         self.loss_net = loss_net
         self.constrain = constrain or _unconstrained
         self.optimizer = optimizer
         self.reducer = reducer
         self.weight_reducer = weight_reducer or identity
+        # A mean is divided by k before the backward; a sum ((sum, weight): ``summed``) by the
+        # step's whole weight after the all-reduce, in the clipping pass (a pass of its own: +1.5 GB).
+        self.summed, self.accum_steps = summed, accum_steps
         # No scaler is the identity: one code path for fp32 and mixed precision.
         self.scaler = loss_scaler or NoLossScaling()
         self.check_overflow = check_overflow
         self.grad_clip = grad_clip
-        self.grad_fn = ms.value_and_grad(self._scaled_loss, None, optimizer.parameters, has_aux=True)
+        self.grad_fn = ms.value_and_grad(self._scaled_loss, None, optimizer.parameters, has_aux=summed)
         self.accum = optimizer.parameters.clone(prefix="grad_accum", init="zeros") if accum_steps > 1 else None
         self.accum_weight = Parameter(ms.Tensor(0.0, ms.float32), name="grad_accum_weight", requires_grad=False)
         self.hyper_map = ops.HyperMap()
@@ -82,18 +84,24 @@ class TrainStep:
         return (self._apply if apply else self._accumulate)(*batch)
 
     def _scaled_loss(self, *batch):
-        loss, weight = _sum_and_weight(self.loss_net(*batch))
-        return self.scaler.scale(loss), weight
+        if self.summed:
+            total, weight = self.loss_net(*batch)
+            return self.scaler.scale(total), weight
+        return self.scaler.scale(self.loss_net(*batch) / self.accum_steps)
 
     def _loss_and_grads(self, batch):
-        """The micro-batch's mean loss, its weight, and the gradients of its (scaled) sum."""
-        (loss, weight), grads = self.grad_fn(*batch)
-        return self.scaler.unscale(loss) / ops.maximum(weight, 1e-12), weight, grads
+        """The micro-batch's mean loss, its weight (None: a mean) and the gradients."""
+        if self.summed:
+            (total, weight), grads = self.grad_fn(*batch)
+            return self.scaler.unscale(total) / ops.maximum(weight, 1e-12), weight, grads
+        loss, grads = self.grad_fn(*batch)
+        return self.scaler.unscale(loss) * self.accum_steps, None, grads
 
     def accumulate(self, *batch):
         loss, weight, grads = self._loss_and_grads(batch)
         self.hyper_map(ops.assign_add, self.accum, grads)
-        ops.assign_add(self.accum_weight, weight)
+        if weight is not None:
+            ops.assign_add(self.accum_weight, weight)
         # A constant output the loop reads keeps the host in step (unread: 3-20x slower on CPU).
         return loss, ms.Tensor(True)
 
@@ -102,16 +110,15 @@ class TrainStep:
         if self.accum is not None:
             grads = self.hyper_map(ops.add, self.accum, grads)
             self.hyper_map(ops.assign, self.accum, self.hyper_map(ops.zeros_like, self.accum))
-            weight = weight + self.accum_weight
-            ops.assign(self.accum_weight, ops.zeros_like(self.accum_weight))
-        # the mean over every micro-batch and rank; a step with no weight at all has zero gradients
-        weight = ops.maximum(self.weight_reducer(weight), 1e-12)
-        grads = self.scaler.unscale(self.hyper_map(ops.partial(_divided, weight), self.reducer(grads)))
+            if weight is not None:
+                weight = weight + self.accum_weight
+                ops.assign(self.accum_weight, ops.zeros_like(self.accum_weight))
+        if weight is not None:  # the step's whole weight, every micro-batch and rank (0: zero gradients)
+            weight = ops.maximum(self.weight_reducer(weight), 1e-12)
+        grads = self.scaler.unscale(self.reducer(grads))
         finite = amp.all_finite(grads) if self.check_overflow else ms.Tensor(True)
         if finite:
-            if self.grad_clip is not None:
-                grads = clip_by_global_norm(grads, self.grad_clip)
-            self.optimizer(grads)
+            self.optimizer(clip_by_global_norm(grads, self.grad_clip, weight))
             self.constrain()
         else:  # a skipped step keeps its place in the schedule (as torch's scheduler.step() does)
             ops.assign_add(self.optimizer.global_step, ops.ones_like(self.optimizer.global_step))
@@ -120,13 +127,17 @@ class TrainStep:
         return loss, finite
 
 
-def clip_by_global_norm(grads: tuple, max_norm: float) -> tuple:
-    """Every gradient times min(1, max_norm / (global L2 norm + 1e-6)), as PyTorch's
-    ``clip_grad_norm_``. Each gradient's squared norm is one dot product and the scaled copies
-    are made one at a time: ``ops.clip_by_global_norm`` (deprecated) kept a square and two
-    scaled copies of every gradient alive at once (+1.5 GB on a 100 M-parameter model)."""
+def clip_by_global_norm(grads: tuple, max_norm: float | None, weight=None) -> tuple:
+    """The gradients / ``weight`` (None: 1), times min(1, max_norm / (global L2 norm + 1e-6)) as
+    PyTorch's ``clip_grad_norm_`` (``max_norm`` None: no clipping), in one pass. Each squared norm
+    is one dot product and the scaled copies are made one at a time: ``ops.clip_by_global_norm``
+    (deprecated) kept a square and two scaled copies of every gradient alive (+1.5 GB at 100 M)."""
+    if max_norm is None:
+        return grads if weight is None else _hyper_map(ops.partial(_scaled, 1 / weight), grads)
     norm = ops.sqrt(ops.addn(_hyper_map(_squared_norm, grads)))
-    factor = ops.minimum(max_norm / (norm + 1e-6), 1.0)
+    if weight is None:
+        return _hyper_map(ops.partial(_scaled, ops.minimum(max_norm / (norm + 1e-6), 1.0)), grads)
+    factor = ops.minimum(max_norm / (norm / weight + 1e-6), 1.0) / weight
     return _hyper_map(ops.partial(_scaled, factor), grads)
 
 
@@ -140,24 +151,6 @@ def _squared_norm(g):
 
 def _scaled(factor, g):
     return g * factor.astype(g.dtype)
-
-
-_divided = ops.MultitypeFuncGraph("divided")
-
-
-@_divided.register("Tensor", "Tensor")
-def _divided_dense(weight, grad):
-    return grad / weight.astype(grad.dtype)
-
-
-@_divided.register("Tensor", "RowTensor")
-def _divided_rows(weight, grad):  # a sparse embedding gradient (optim.name: lazy_adam): its rows
-    return RowTensorInner(grad.indices, grad.values / weight.astype(grad.values.dtype), grad.dense_shape)
-
-
-def _sum_and_weight(loss):
-    """A task's loss as (sum, weight): a mean counts as a sum of weight 1."""
-    return loss if isinstance(loss, tuple) else (loss, ops.ones((), ms.float32))
 
 
 def _eager(fn):

@@ -137,7 +137,8 @@ class Data:
 class Model:
     """``network`` is what gets evaluated, exported and mixed-precision cast;
     ``loss`` is a Cell whose ``construct(*train_columns)`` returns a scalar loss (float32), a
-    mean, or a (sum, weight) pair that the step divides by the whole step's weight (engine/step.py);
+    mean; or, when the Cell's ``summed`` is true, a (sum, weight) pair that the step divides by
+    the whole optimizer step's weight (e.g. token losses and their count: engine/step.py);
     ``constrain``, if any, a Cell whose ``construct()`` the step runs after every applied
     update (e.g. CLIP's temperature clamp)."""
 

@@ -98,14 +98,14 @@ class GPT(nn.Cell):
 class LanguageModelLoss(nn.Cell):
     """Cross-entropy of predicting token t+1 from tokens 0..t. Without a ``mask`` every position
     is a target: the mean. With a ``mask`` of the targets (chat data: the assistant's tokens),
-    ``normalize`` (config ``loss.normalize``) says how they are averaged: ``token``: (sum, count),
-    which the train step divides by the count of the whole optimizer step (engine/step.py);
-    ``row``: each row's mean over its targets, averaged over the rows."""
+    ``summed`` (config ``loss.normalize: token``): (sum, count), which the train step divides by
+    the count of the whole optimizer step (engine/step.py); else (``row``) each row's mean over
+    its targets, averaged over the rows."""
 
-    def __init__(self, network: nn.Cell, normalize: str = "token"):
+    def __init__(self, network: nn.Cell, summed: bool = False):
         super().__init__()
         self.network = network
-        self.per_token = normalize == "token"
+        self.summed = summed
         # One fused softmax + NLL kernel: much cheaper on CPU than nn.CrossEntropyLoss's small ops.
         self.cross_entropy = ops.SparseSoftmaxCrossEntropyWithLogits()
 
@@ -116,7 +116,7 @@ class LanguageModelLoss(nn.Cell):
             return self.cross_entropy(logits.reshape(-1, logits.shape[-1]).astype(ms.float32), targets.reshape(-1))
         log_probs = ops.log_softmax(logits.astype(ms.float32), -1)
         losses = -ops.gather_elements(log_probs, -1, targets.expand_dims(-1)).squeeze(-1)  # (B, T)
-        if self.per_token:
+        if self.summed:
             return (losses * mask).sum(), mask.sum()
         per_row = (losses * mask).sum(-1) / ops.maximum(mask.sum(-1), 1.0)  # a row without targets: 0
         return per_row.mean()

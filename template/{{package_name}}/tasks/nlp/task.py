@@ -44,7 +44,9 @@ def build_model(cfg, meta: dict, comm: Comm) -> Model:
     network = ARCHS[cfg.model.arch](embedding_rows(meta, cfg.model), cfg.model)
     if cfg.model.lora.rank:
         lora.freeze_base(network)  # the optimizer is built from trainable_params(): the adapters alone
-    return Model(network=network, loss=LanguageModelLoss(network, cfg.loss.normalize), float32_cells=FLOAT32_CELLS,
+    # loss.normalize: token sums the targets of chat data (text: every position, a mean is the same)
+    summed = cfg.loss.normalize == "token" and meta.get("format") in ("chat", "instruct")
+    return Model(network=network, loss=LanguageModelLoss(network, summed), float32_cells=FLOAT32_CELLS,
                  layer_id=network.layer_id, num_layers=network.num_layers)
 
 
