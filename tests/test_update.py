@@ -80,11 +80,11 @@ def test_an_update_stopped_by_a_signal_leaves_the_project_as_it_was(tmp_path, te
     from msscaffold.cli import app
 
     project = generated(tmp_path, template, -1)
-    before = {path: path.read_bytes() for path in project.rglob("*") if path.is_file() and ".git" not in path.parts}
+    before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
     monkeypatch.setattr(generate, "follow_moves", lambda *args: os.kill(os.getpid(), signal.SIGTERM))
     result = CliRunner().invoke(app, ["update", str(project)])
     assert result.exit_code == 130, result.output
-    after = {path: path.read_bytes() for path in project.rglob("*") if path.is_file() and ".git" not in path.parts}
+    after = {p: p.read_bytes() for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
     assert after == before and git("status", "--porcelain", cwd=project) == ""
     assert read_answers(project)["_commit"] == "v1.0.0"
 
