@@ -20,12 +20,16 @@ peft = pytest.importorskip("peft")
 
 TOKENS = 320  # the tokenizer's; an embedding may have more rows (Qwen2.5 pads them)
 SIZES = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-             num_key_value_heads=2, max_position_embeddings=64)
-# kind -> (config class, model class, config values as the published checkpoints have them)
+             num_key_value_heads=2, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+# The registry (the project's tasks/nlp/layouts/): row -> (config class, model class, config values
+# as the published checkpoints have them, sizes shrunk; windows, scaled contexts and layer
+# patterns short enough to act within the 64 positions --verify compares)
 LAYOUTS = {
     # SmolLM2: plain Llama (bf16 weights, tied head, rope_theta 1e5, eps 1e-5)
     "smollm2": ("LlamaConfig", "LlamaForCausalLM", dict(rope_theta=1e5, rms_norm_eps=1e-5, vocab_size=TOKENS,
                                                          tie_word_embeddings=True)),
+    # Llama with attention_bias (q, k, v and o) and mlp_bias
+    "llama-bias": ("LlamaConfig", "LlamaForCausalLM", dict(vocab_size=TOKENS, attention_bias=True, mlp_bias=True)),
     # Qwen2.5: 151,936 embedding rows for 151,665 tokens; a window set but not used; q/k/v biases
     "qwen2.5": ("Qwen2Config", "Qwen2ForCausalLM", dict(
         vocab_size=TOKENS + 16, tie_word_embeddings=True, rope_theta=1e6, use_sliding_window=False,
@@ -38,9 +42,40 @@ LAYOUTS = {
     # Qwen3: per-head q/k RMSNorm, head_dim 32 != hidden / heads = 16
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(
         vocab_size=TOKENS, head_dim=32, tie_word_embeddings=True, rope_theta=1e6)),
+    # Qwen3 with yarn RoPE (Qwen's long-context recipe)
+    "qwen3-yarn": ("Qwen3Config", "Qwen3ForCausalLM", dict(vocab_size=TOKENS, head_dim=32, rope_parameters={
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16, "rope_theta": 1e6})),
     # Mistral: no window (v0.2+), head_dim written out
     "mistral": ("MistralConfig", "MistralForCausalLM", dict(
         vocab_size=TOKENS, head_dim=16, sliding_window=None, rope_theta=1e6)),
+    # Mistral v0.1: a sliding window in every layer
+    "mistral-window": ("MistralConfig", "MistralForCausalLM", dict(vocab_size=TOKENS, sliding_window=12)),
+    # Gemma-2: sandwich norms of 1 + weight, sqrt(d) embeddings, tanh GELU, query_pre_attn_scalar,
+    # soft-capped scores and logits, a window in every other layer
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(
+        vocab_size=TOKENS, head_dim=32, query_pre_attn_scalar=24, sliding_window=12, attn_logit_softcapping=5.0,
+        final_logit_softcapping=3.0)),
+    # Gemma-3 (text): per-head q/k norms, local layers' own RoPE base, the global ones' linear scaling
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
+        vocab_size=TOKENS, head_dim=32, query_pre_attn_scalar=24, sliding_window=12, sliding_window_pattern=2,
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})),
+    # Phi-4-mini: fused qkv_proj and gate_up_proj, RoPE on 3/4 of each head, longrope (long factors
+    # past the original context)
+    "phi4-mini": ("Phi3Config", "Phi3ForCausalLM", dict(
+        vocab_size=TOKENS, max_position_embeddings=128, original_max_position_embeddings=32,
+        rope_parameters={"rope_type": "longrope", "rope_theta": 1e4, "partial_rotary_factor": 0.75,
+                         "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5], "long_factor": [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]})),
+    # OLMo-2: norms after each block, q/k norms across heads
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(vocab_size=TOKENS)),
+    # SmolLM3: no RoPE in every no_rope_layer_interval-th layer
+    "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", dict(vocab_size=TOKENS, no_rope_layer_interval=2)),
+    # GLM-4: sandwich norms, fused gate_up_proj, q/k/v biases, interleaved RoPE on half of each head
+    "glm4": ("Glm4Config", "Glm4ForCausalLM", dict(vocab_size=TOKENS, head_dim=16)),
+    # Granite-3: embedding, residual, attention and logit multipliers
+    "granite3": ("GraniteConfig", "GraniteForCausalLM", dict(
+        vocab_size=TOKENS, embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.0625,
+        logits_scaling=8.0)),
 }
 
 
@@ -66,7 +101,7 @@ def hf_folder(path, kind: str, dtype=torch.float32, **sizes):
     """A random model of ``kind`` written by ``save_pretrained`` in shards, norms and biases off
     their 1s and 0s (a swapped name would show), with tokenizer and generation files."""
     config_class, model_class, values = LAYOUTS[kind]
-    config = getattr(transformers, config_class)(**{**SIZES, **sizes}, **values)
+    config = getattr(transformers, config_class)(**{**SIZES, **values, **sizes})
     torch.manual_seed(0)
     model = getattr(transformers, model_class)(config).eval()
     with torch.no_grad():
@@ -90,22 +125,64 @@ def project(tmp_path_factory):
     return generate(tmp_path_factory.mktemp("layouts"), "nlp", name="lm", git=False)
 
 
+JOURNEY = """
+import json
+import sys
+
+import mindspore as ms
+import numpy as np
+from {package}.deploy.export import export_checkpoint
+from {package}.deploy.inference import load_trained
+from {package}.run.train import train
+from {package}.tasks import load_config
+from {package}.tasks.nlp.convert_weights import convert
+
+folder, work = sys.argv[1:]
+summary = convert(folder, f"{{work}}/imported.ckpt")  # --verify's comparison: done by the test, in its process
+sets = [f"model.pretrained={{work}}/imported.ckpt", "model.lora.rank=4", "model.lora.alpha=8.0",
+        "model.lora.targets=[q_proj, v_proj, o_proj, up_proj, down_proj]", f"data.path={{work}}/chat.jsonl",
+        "train.max_steps=2", "train.batch_size=4", "train.jit=false", "optim.lr=0.05", "optim.warmup_steps=0", "eval.max_examples=4",
+        f"output.dir={{work}}/runs", "output.plot=false"]
+best = f"{{train(load_config('config/config.yaml', sets))['run_dir']}}/best.ckpt"
+for fmt in ("hf", "peft"):
+    export_checkpoint(best, f"{{work}}/{{fmt}}", formats=(fmt,))
+tokens = ms.Tensor(np.load(f"{{work}}/tokens.npy"))
+for name, path in (("imported", f"{{work}}/imported.ckpt"), ("tuned", best)):
+    np.save(f"{{work}}/{{name}}.npy", load_trained(path).network(tokens).asnumpy())
+print(json.dumps(summary))
+"""
+
+
 @pytest.mark.parametrize("kind", list(LAYOUTS))
-def test_each_published_layout_imports_with_transformers_logits(project, tmp_path, kind):
+def test_each_family_imports_fine_tunes_and_exports_with_transformers_logits(project, tmp_path, kind):
+    """The registry, row by row, as a user goes: ``convert_weights.py`` with ``--verify``'s check
+    (transformers' logits over the whole 64-token context, past every window), a LoRA fine-tune
+    on chat data (eager: compiled equals eager elsewhere), ``export.py --format hf`` reloaded by
+    transformers and ``--format peft`` by PEFT over the original folder, each with the
+    fine-tune's logits (which moved off the base's). A new family is a row of LAYOUTS."""
     reference = hf_folder(tmp_path / kind, kind, torch.bfloat16 if kind == "smollm2" else torch.float32)
-    out = f"{kind}.ckpt"
-    converted = run(project, "convert_weights.py", str(tmp_path / kind), "--out", out, "--verify")
-    assert converted.returncode == 0, converted.stderr[-2000:]
-    assert "max |logit diff| vs transformers" in converted.stdout
-    rows = LAYOUTS[kind][2]["vocab_size"]
-    if rows == TOKENS:  # --verify compared the logits; the padded one is loaded again, as a user would
-        return
+    turns = [{"role": "user", "content": "Where does the fox jump?"},
+             {"role": "assistant", "content": "Over the lazy dog."}]
+    (tmp_path / "chat.jsonl").write_text("".join(json.dumps({"messages": turns}) + "\n" for _ in range(16)))
     tokens = np.random.default_rng(1).integers(0, TOKENS, (2, 64)).astype(np.int32)
-    actual = mindspore_logits(project, tmp_path, out, tokens)
+    np.save(tmp_path / "tokens.npy", tokens)
+    (tmp_path / "journey.py").write_text(JOURNEY.format(package=project.name), encoding="utf-8")
+    result = run(project, str(tmp_path / "journey.py"), str(tmp_path / kind), str(tmp_path),
+                 env={**os.environ, "PYTHONPATH": str(project)})
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    def close(ours, theirs):
+        return np.abs(ours - theirs).max() <= 1e-4 * np.abs(theirs).max()
+
     with torch.no_grad():
-        expected = reference(torch.from_numpy(tokens).long()).logits.numpy()
-    assert actual.shape == (2, 64, rows)
-    assert np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()
+        base = reference(torch.from_numpy(tokens).long()).logits.numpy()
+        exported = load_hf(tmp_path / "hf")(torch.from_numpy(tokens).long()).logits.numpy()
+        adapted = peft.PeftModel.from_pretrained(load_hf(tmp_path / kind), str(tmp_path / "peft")).eval()
+        adapted = adapted(torch.from_numpy(tokens).long()).logits.numpy()
+    imported, tuned = np.load(tmp_path / "imported.npy"), np.load(tmp_path / "tuned.npy")
+    assert imported.shape == (2, 64, LAYOUTS[kind][2]["vocab_size"]) and close(imported, base)
+    assert not close(tuned, base)  # the fine-tune moved the model...
+    assert close(exported, tuned) and close(adapted, tuned)  # ...and both exports carry it
 
 
 def test_an_old_style_linear_rope_scaling_is_read_as_linear(project, tmp_path):

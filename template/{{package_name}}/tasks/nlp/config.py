@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ...engine.errors import ConfigError
 from ...engine.schema import Config, DataSection, Section
@@ -65,19 +65,45 @@ class LoraConfig(Section):
 
 
 class RopeScaling(Section):
-    """llama: RoPE frequencies for a context past the pre-training one, as transformers' rope_scaling."""
+    """llama: RoPE frequencies for a context past the pre-training one, as transformers' rope_parameters."""
 
-    type: Literal["llama3", "linear"]  # llama3: Llama-3.1/3.2's; linear: positions / factor
-    factor: float = Field(gt=0)
-    low_freq_factor: float = Field(1.0, gt=0)  # llama3 only, as are the two below
+    # linear: positions / factor; llama3: Llama-3.1/3.2's bands; yarn (Qwen, DeepSeek); dynamic:
+    # NTK-aware, plain RoPE within max_position_embeddings (the only context trained here);
+    # longrope (Phi-3/4): per-frequency factors, short_factor up to the original context
+    type: Literal["llama3", "linear", "yarn", "dynamic", "longrope"]
+    factor: float = Field(gt=0)  # yarn/longrope: the model's context / original_max_position_embeddings
+    low_freq_factor: float = Field(1.0, gt=0)  # llama3 only, as is high_freq_factor
     high_freq_factor: float = Field(4.0, gt=0)
     original_max_position_embeddings: int = Field(8192, gt=0)
+    attention_factor: float | None = None  # yarn/longrope: cos and sin times this; null: from factor
+    beta_fast: float = 32.0  # yarn, as are the three below
+    beta_slow: float = 1.0
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    truncate: bool = True
+    short_factor: list[float] | None = None  # longrope, one per rotated pair, as is long_factor
+    long_factor: list[float] | None = None
+
+    KEYS: ClassVar[dict[str, tuple[str, ...]]] = {  # what config.json carries for each type
+        "linear": ("factor",), "dynamic": ("factor",),
+        "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+        "yarn": ("factor", "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow",
+                 "mscale", "mscale_all_dim", "truncate"),
+        "longrope": ("factor", "original_max_position_embeddings", "attention_factor", "short_factor",
+                     "long_factor")}
 
     @model_validator(mode="after")
-    def _bands(self):
+    def _complete(self):
         if self.type == "llama3" and self.high_freq_factor <= self.low_freq_factor:
             raise ValueError("model.rope_scaling: high_freq_factor must exceed low_freq_factor")
+        if self.type == "longrope" and not (self.short_factor and self.long_factor):
+            raise ValueError("model.rope_scaling: type longrope needs short_factor and long_factor")
         return self
+
+    def hf(self) -> dict[str, Any]:
+        """As config.json's rope_parameters (without rope_theta)."""
+        return {"rope_type": self.type, **{key: getattr(self, key) for key in self.KEYS[self.type]
+                                           if getattr(self, key) is not None}}
 
 
 class ModelConfig(Section):
@@ -102,7 +128,29 @@ class ModelConfig(Section):
     norm_eps: float = Field(1e-6, gt=0)  # llama: RMSNorm epsilon
     rope_scaling: RopeScaling | None = None  # llama: null = plain RoPE
     head_dim: int | None = Field(None, gt=0)  # llama: width of one head; null: d_model / n_head (Qwen3: set)
-    qk_norm: bool = False  # llama: RMSNorm on each query and key head before RoPE (Qwen3)
+    # llama: RMSNorm on the queries and keys before RoPE: on each head (Qwen3, Gemma-3) or across
+    # all heads (OLMo-2); true reads as head
+    qk_norm: Literal["none", "head", "all"] = "none"
+    # llama: the decoder's family traits, which convert_weights.py reads off config.json
+    # (layouts/); each default is Llama's
+    # RMSNorm before each block (Llama), after it (OLMo-2), or both (Gemma, GLM-4)
+    norm_layout: Literal["pre", "post", "sandwich"] = "pre"
+    norm_offset: bool = False  # RMSNorm scales by 1 + weight (Gemma)
+    activation: Literal["silu", "gelu_tanh"] = "silu"  # of the gated MLP (Gemma: gelu_tanh)
+    o_bias: bool = False  # a bias on o_proj too (Llama's attention_bias; model.bias: q/k/v)
+    mlp_bias: bool = False  # biases on the MLP's projections
+    embedding_scale: float = 1.0  # token embeddings times this (Gemma: sqrt(d_model); Granite)
+    residual_scale: float = 1.0  # each block's output times this before it is added (Granite)
+    attention_scale: float | None = None  # the scores' scale; null: 1 / sqrt(head width)
+    logits_scaling: float = Field(1.0, gt=0)  # logits divided by this (Granite)
+    attn_softcap: float | None = Field(None, gt=0)  # scores -> cap * tanh(scores / cap) (Gemma-2)
+    final_softcap: float | None = Field(None, gt=0)  # logits likewise
+    rotary_fraction: float = Field(1.0, gt=0, le=1)  # the share of each head RoPE turns (Phi-4-mini, GLM-4)
+    sliding_window: int | None = Field(None, gt=0)  # a query sees its last sliding_window positions...
+    # ...in these layers (null: every layer when sliding_window is set)
+    layer_types: list[Literal["full_attention", "sliding_attention"]] | None = None
+    local_rope_theta: float | None = Field(None, gt=0)  # sliding layers' RoPE base, unscaled (Gemma-3)
+    nope_layers: list[int] = []  # layers without RoPE (SmolLM3)
     # Rows of the token embedding and head; null: the tokenizer's vocabulary. More is padding
     # (Qwen2.5: 151,936 rows for 151,665 tokens): trained like any row, never sampled.
     embedding_rows: int | None = Field(None, gt=0)
@@ -112,6 +160,11 @@ class ModelConfig(Section):
     # block_size for llama) is taken from it; lora too when it holds adapters. So
     # `--set model.pretrained=weights/x.ckpt --set model.lora.rank=8` is a whole fine-tuning setup.
     pretrained: str | None = None
+
+    @field_validator("qk_norm", mode="before")
+    @classmethod
+    def _qk_norm_bool(cls, value):  # 0.12.0 checkpoints: a bool (true: per head)
+        return {True: "head", False: "none"}.get(value, value) if isinstance(value, bool) else value
 
     @model_validator(mode="after")
     def _heads_divide_width(self):
@@ -128,7 +181,10 @@ class ModelConfig(Section):
             raise ValueError(f"model.dropout={self.dropout}: model.arch=llama has no dropout layers (as Llama, Qwen "
                              "and Mistral); set model.dropout=0 (LoRA's own: model.lora.dropout)")
         llama_only = {"lora.rank": self.lora.rank, "n_kv_head": self.n_kv_head, "d_ff": self.d_ff,
-                      "head_dim": self.head_dim, "qk_norm": self.qk_norm, "rope_scaling": self.rope_scaling}
+                      "head_dim": self.head_dim, "rope_scaling": self.rope_scaling,
+                      "sliding_window": self.sliding_window,
+                      **{key: getattr(self, key) != field.default for key, field in type(self).model_fields.items()
+                         if key in DECODER_TRAITS}}
         key = next((key for key, value in llama_only.items() if value), None)
         if self.arch != "llama" and key:
             raise ValueError(f"model.{key} is for model.arch=llama (this is {self.arch!r})")
@@ -136,12 +192,19 @@ class ModelConfig(Section):
         if self.arch == "llama" and head % 2:
             raise ValueError(f"model.arch=llama: the head width {head} (model.head_dim, or d_model / n_head) "
                              "must be even (RoPE rotates pairs)")
+        if self.layer_types is not None and len(self.layer_types) != self.n_layer:
+            raise ValueError(f"model.layer_types has {len(self.layer_types)} entries for {self.n_layer} layers")
+        if any(not 0 <= layer < self.n_layer for layer in self.nope_layers):
+            raise ValueError(f"model.nope_layers {self.nope_layers}: layers are 0..{self.n_layer - 1}")
         if self.lora.rank and self.tie_embeddings and "lm_head" in self.lora.targets:
             raise ValueError("model.lora.targets: 'lm_head' matches no layer: the head is tied to the embedding "
                              "(model.tie_embeddings=true)")
         return self
 
 
+DECODER_TRAITS = ("qk_norm", "norm_layout", "norm_offset", "activation", "o_bias", "mlp_bias", "embedding_scale",
+                  "residual_scale", "attention_scale", "logits_scaling", "attn_softcap", "final_softcap",
+                  "rotary_fraction", "layer_types", "local_rope_theta", "nope_layers")  # model.arch=llama only
 DEFAULT_BLOCK = 64  # model.block_size of a model trained here, when the config leaves it null
 
 # What fine-tuning chooses; every other model key is the model.pretrained checkpoint's (and its

@@ -31,7 +31,9 @@ import numpy as np
 
 from ...engine.errors import UserError
 from . import lora
+from .config import DECODER_TRAITS, ModelConfig
 from .gpt2_layout import source_name, transform
+from .layouts import layout_of, shapes_of
 
 DTYPES = {"fp32": np.float32, "fp16": np.float16, "bf16": None}  # bf16: no NumPy dtype, PyTorch writes it
 TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # config.json's torch_dtype
@@ -49,8 +51,9 @@ def write(trained, out: Path, dtype: str = "fp32") -> dict[str, Path]:
         if m.arch == "llama":
             config, written_from_sizes = hf_config(trained, dtype)
             lora.merge(trained.network)
-            tensors = {name: p.asnumpy() for name, p in trained.network.parameters_and_names()
-                       if not lora.is_adapter(name)}
+            ours = {name: p.asnumpy() for name, p in trained.network.parameters_and_names()
+                    if not lora.is_adapter(name)}
+            tensors = layout_of(config).to_theirs(ours, shapes_of(trained.network, m))
         else:
             tensors = gpt2_tensors(trained.network)
             config, written_from_sizes = gpt2_config(trained, tensors, dtype), True
@@ -89,13 +92,16 @@ def write_adapters(trained, out: Path, dtype: str = "fp32") -> dict[str, Path]:
                         "export the whole model with --format hf")
     if dtype not in DTYPES:
         raise UserError(f"--dtype {dtype}: expected one of {', '.join(DTYPES)}")
-    tensors = {f"base_model.model.{name}.weight": p.asnumpy() for name, p in trained.network.parameters_and_names()
-               if lora.is_adapter(name)}
+    ours = {name: p.asnumpy() for name, p in trained.network.parameters_and_names() if lora.is_adapter(name)}
+    layout = layout_of(hf_config(trained, dtype)[0])  # a fused module (Phi-3's qkv_proj): block adapters
+    adapters, per_module = layout.peft_adapters(ours, shapes_of(trained.network, trained.cfg.model), lora_cfg.alpha,
+                                                lora_cfg.rank)
+    tensors = {f"base_model.model.{name}.weight": value for name, value in adapters.items()}
     # the folder it was imported from (AutoPeftModelForCausalLM loads it), else what the config names
     base = (trained.meta.get("source_folder") or trained.meta.get("hf_config", {}).get("_name_or_path")
             or trained.cfg.model.pretrained)
     config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": lora_cfg.rank, "lora_alpha": lora_cfg.alpha,
-              "lora_dropout": lora_cfg.dropout, "target_modules": sorted(lora_cfg.targets), "bias": "none",
+              "lora_dropout": lora_cfg.dropout, **per_module, "bias": "none",
               "fan_in_fan_out": False, "inference_mode": True, "base_model_name_or_path": base}
     with new_folder(out) as tmp:
         save_file(tensors, tmp / "adapter_model.safetensors", dtype)
@@ -127,15 +133,17 @@ def hf_config(trained, dtype: str) -> tuple[dict, bool]:
         rows = trained.network.model.embed_tokens.weight.shape[0]
         return {**trained.meta["hf_config"], "vocab_size": rows, "torch_dtype": torch_dtype,
                 "dtype": torch_dtype}, False
-    if m.qk_norm and m.bias:
-        raise UserError("--format hf: a llama with model.qk_norm and model.bias has no Hugging Face architecture "
-                        "(Qwen3 has q/k norms but no q/k/v biases, Qwen2 the biases but no norms)")
-    arch = "Qwen3ForCausalLM" if m.qk_norm else "Qwen2ForCausalLM" if m.bias else "LlamaForCausalLM"
+    traits = [key for key in DECODER_TRAITS
+              if key != "qk_norm" and getattr(m, key) != ModelConfig.model_fields[key].default]
+    if m.qk_norm == "all" or (m.qk_norm == "head" and m.bias) or traits or m.sliding_window:
+        raise UserError("--format hf: a llama trained here with family traits beyond Llama's, Qwen2's q/k/v biases "
+                        "or Qwen3's q/k norms has no config.json to write (import the family's model, and its own "
+                        f"config.json is written back; this one sets {', '.join(traits) or 'qk_norm and bias'})")
+    arch = "Qwen3ForCausalLM" if m.qk_norm == "head" else "Qwen2ForCausalLM" if m.bias else "LlamaForCausalLM"
     from .data import Tokenizer
 
     tokenizer = Tokenizer.from_meta(trained.meta)
-    rope = {"rope_type": "default"} if m.rope_scaling is None else {
-        "rope_type": m.rope_scaling.type, **m.rope_scaling.model_dump(exclude={"type"})}
+    rope = {"rope_type": "default"} if m.rope_scaling is None else m.rope_scaling.hf()
     config = {"architectures": [arch], "model_type": arch.removesuffix("ForCausalLM").lower(),
               "vocab_size": m.embedding_rows or tokenizer.vocab_size, "hidden_size": m.d_model,
               "intermediate_size": m.d_ff or m.mlp_ratio * m.d_model, "num_hidden_layers": m.n_layer,

@@ -1,21 +1,20 @@
-"""Import a Hugging Face ``LlamaForCausalLM`` / ``MistralForCausalLM`` / ``Qwen2ForCausalLM`` /
-``Qwen3ForCausalLM`` folder (what ``save_pretrained`` writes: ``config.json``, ``model.safetensors``
-or shards with ``model.safetensors.index.json``, ``tokenizer.json``) as a ``model.arch: llama``
-checkpoint.
+"""Import a Hugging Face folder of any family in ``layouts/`` (Llama, Qwen2/2.5/3, Mistral, Gemma-2/3,
+Phi-3/4-mini, OLMo-2, SmolLM3, GLM-4, Granite-3: what ``save_pretrained`` writes, ``config.json``,
+``model.safetensors`` or shards with ``model.safetensors.index.json``, ``tokenizer.json``) as a
+``model.arch: llama`` checkpoint.
 
     python convert_weights.py Qwen2.5-0.5B/ --out weights/qwen.ckpt --verify
     python generate.py --checkpoint weights/qwen.ckpt --prompt "def fib(n):"
 
-The sizes come from ``config.json`` (RoPE scaling ``llama3`` / ``linear``, an explicit
-``head_dim``, Qwen3's q/k norms included); the network is built first and filled shard by
-shard, tensor by tensor (``shards.py``): our parameter names are Hugging Face's, so the mapping
-is the identity. The tokenizer (``tokenizer.json``; the embedding may have more rows than it
-has tokens, as Qwen2.5's: ``model.embedding_rows``) travels in the checkpoint, with the chat
-template and the special tokens of ``tokenizer_config.json`` (``meta['chat_template']``,
-``meta['special_tokens']``) and the sampling defaults and end-of-text ids of
-``generation_config.json`` (``meta['generation']``). Anything else (another architecture,
-``dynamic`` / ``yarn`` RoPE, a sliding window shorter than the context, a missing shard, a
-tensor missing, unexpected or of the wrong shape) is one line, and nothing is written.
+The sizes and the family's traits come from ``config.json`` through its layout; the network is
+built first and filled shard by shard, tensor by tensor (``shards.py``), each tensor renamed,
+split or reordered by the layout's table. The tokenizer (``tokenizer.json``; the embedding may
+have more rows than it has tokens, as Qwen2.5's: ``model.embedding_rows``) travels in the
+checkpoint, with the chat template and the special tokens of ``tokenizer_config.json``
+(``meta['chat_template']``, ``meta['special_tokens']``) and the sampling defaults and end-of-text
+ids of ``generation_config.json`` (``meta['generation']``). Anything else (another architecture, a
+mixture of experts, a RoPE type the decoder does not compute, a missing shard, a tensor missing,
+unexpected or of the wrong shape) is one line, and nothing is written.
 """
 
 from __future__ import annotations
@@ -27,11 +26,7 @@ import numpy as np
 
 from ...engine.errors import CheckpointError, UserError
 from . import shards
-
-ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
-MODEL_TYPES = {arch: arch.removesuffix("ForCausalLM").lower() for arch in ARCHITECTURES}  # config.json's model_type
-ROPE_TYPES = ("default", "linear", "llama3")  # what llama.py computes (transformers' rope_type)
-MAX_BLOCK = 2048  # default context when config.json allows more (the mask is block_size^2)
+from .layouts import LAYOUTS, MIXTURES, layout_of, shapes_of
 
 
 def folder_of(src: str) -> Path:
@@ -48,7 +43,7 @@ def is_llama(src: str) -> bool:
         architectures = json.loads((path.parent / "config.json").read_text(encoding="utf-8")).get("architectures")
     except (OSError, ValueError, AttributeError):
         return False
-    return bool(set(architectures or ()) & set(ARCHITECTURES))
+    return bool(set(architectures or ()) & {*LAYOUTS, *MIXTURES})
 
 
 def read_config(folder: Path) -> dict:
@@ -56,63 +51,25 @@ def read_config(folder: Path) -> dict:
     if not path.is_file():
         raise CheckpointError(f"no config.json in {folder}: a Llama-family import needs it (heads, RoPE base...)")
     config = json.loads(path.read_text(encoding="utf-8"))
-    arch = (config.get("architectures") or ["(none)"])[0]
-    if arch not in ARCHITECTURES:
-        raise CheckpointError(f"config.json: architecture {arch} is not one of {', '.join(ARCHITECTURES)}")
+    layout_of(config)
     # A folder's own code (auto_map: its modeling_*.py) is never run, here or by --verify.
     if config.get("auto_map"):
         raise CheckpointError("config.json has auto_map: the folder ships code of its own, which is never run; "
                               "not imported")
-    if config.get("model_type", MODEL_TYPES[arch]) != MODEL_TYPES[arch]:
-        raise CheckpointError(f"config.json: model_type {config.get('model_type')!r} is not {arch}'s "
-                              f"({MODEL_TYPES[arch]!r}); not imported")
     return config
-
-
-def rope_scaling(rope: dict) -> str:
-    """config.json's rope_scaling (or transformers 5's rope_parameters) as a model.rope_scaling value."""
-    kind = rope.get("rope_type") or rope.get("type") or "default"  # "type": the spelling before transformers 4.45
-    if kind not in ROPE_TYPES:
-        raise CheckpointError(f"config.json: rope_type {kind!r} is not computed by model.arch=llama "
-                              f"(it computes {', '.join(ROPE_TYPES)}; not dynamic or yarn)")
-    if kind == "default":
-        return "null"
-    keys = ("factor",) + (("low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
-                          if kind == "llama3" else ())
-    return json.dumps({"type": kind, **{key: rope[key] for key in keys}})
 
 
 def overrides(config: dict, block_size: int | None, rows: int) -> list[str]:
     """Config overrides for the model in config.json (``rows``: its embedding's, when the
-    tokenizer has fewer tokens); refuses what ``llama.py`` does not compute."""
-    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
-    arch, heads, width = config["architectures"][0], config["num_attention_heads"], config["hidden_size"]
-    block = block_size or min(config.get("max_position_embeddings", MAX_BLOCK), MAX_BLOCK)
-    # Mistral's window always applies; Qwen's only with use_sliding_window. One at least as long
-    # as the context attends to every position: plain causal attention.
-    window = config.get("sliding_window") if arch == "MistralForCausalLM" or config.get("use_sliding_window") else None
-    unsupported = [
-        (config.get("attention_bias") or config.get("mlp_bias"), "attention_bias/mlp_bias (an o_proj or MLP bias)"),
-        (window is not None and window < block, f"a sliding window of {window} tokens, shorter than the context "
-                                                f"({block}: pass --block-size {window})"),
-        (config.get("hidden_act", "silu") != "silu", f"hidden_act {config.get('hidden_act')!r}"),
-    ]
-    reason = next((why for bad, why in unsupported if bad), None)
-    if reason:
-        raise CheckpointError(f"config.json: {reason} is not supported by model.arch=llama")
-    theta = rope.get("rope_theta", config.get("rope_theta", 10000.0))
-    head_dim = config.get("head_dim") or width // heads
-    return ["model.arch=llama", "model.dropout=0.0", "model.lora.rank=0", f"model.block_size={block}",
-            f"model.n_layer={config['num_hidden_layers']}", f"model.d_model={width}", f"model.n_head={heads}",
-            f"model.n_kv_head={config.get('num_key_value_heads') or heads}",
-            f"model.d_ff={config['intermediate_size']}", f"model.rope_theta={float(theta)}",
-            f"model.rope_scaling={rope_scaling(rope)}",
-            f"model.head_dim={head_dim if head_dim != width // heads else 'null'}",
-            f"model.qk_norm={str(arch == 'Qwen3ForCausalLM').lower()}",
-            f"model.embedding_rows={rows}",
-            f"model.norm_eps={float(config.get('rms_norm_eps', 1e-6))}",
-            f"model.bias={str(arch == 'Qwen2ForCausalLM').lower()}",  # Qwen2: biases on q/k/v
-            f"model.tie_embeddings={str(bool(config.get('tie_word_embeddings', False))).lower()}"]
+    tokenizer has fewer tokens), as its layout reads them."""
+    values = layout_of(config).settings(config, block_size)
+    block = values["block_size"]
+    if values["rope_scaling"] and values["rope_scaling"]["type"] == "dynamic" and block > config.get(
+            "max_position_embeddings", block):
+        raise CheckpointError(f"dynamic RoPE past max_position_embeddings ({block} > "
+                              f"{config['max_position_embeddings']}) is not computed by model.arch=llama")
+    return ["model.arch=llama", "model.dropout=0.0", "model.lora.rank=0", f"model.embedding_rows={rows}",
+            *(f"model.{key}={json.dumps(value)}" for key, value in values.items())]
 
 
 def tokenizer_meta(folder: Path, rows: int, path: str | None) -> dict:
@@ -163,24 +120,25 @@ def generation_defaults(folder: Path, tokenizer) -> dict:
             **({"original": config} if config else {})}
 
 
-def fill(network, folder: Path, tied: bool) -> None:
-    """Copy every tensor of the checkpoint's files into ``network``, one tensor at a time."""
+def fill(network, folder: Path, layout, m) -> None:
+    """Copy every tensor of the checkpoint's files into ``network``, one tensor at a time, through ``layout``."""
     import mindspore as ms
 
-    params = dict(network.parameters_and_names())
+    params, shapes = dict(network.parameters_and_names()), shapes_of(network, m)
     filled: set[str] = set()
     for file in shards.shard_files(folder):
-        for name, value in shards.tensors(file):
-            if name.endswith("rotary_emb.inv_freq") or (tied and name == "lm_head.weight"):
+        for theirs, value in shards.tensors(file):
+            if theirs.endswith("rotary_emb.inv_freq") or (m.tie_embeddings and theirs == "lm_head.weight"):
                 continue  # recomputed / the embedding itself
-            param = params.get(name)
-            if param is None:
-                raise CheckpointError(f"{file.name}: unexpected tensor {name!r} {tuple(value.shape)}")
-            if tuple(value.shape) != tuple(param.shape):
-                raise CheckpointError(f"{file.name}: tensor {name!r} has shape {tuple(value.shape)}; "
-                                      f"the model in config.json needs {tuple(param.shape)}")
-            param.set_data(ms.Tensor(value, param.dtype))
-            filled.add(name)
+            for name, piece in layout.to_ours(theirs, value, shapes):
+                param = params.get(name)
+                if param is None:
+                    raise CheckpointError(f"{file.name}: unexpected tensor {theirs!r} {tuple(value.shape)}")
+                if tuple(piece.shape) != tuple(param.shape):
+                    raise CheckpointError(f"{file.name}: tensor {theirs!r} has shape {tuple(piece.shape)}; "
+                                          f"the model in config.json needs {tuple(param.shape)}")
+                param.set_data(ms.Tensor(piece, param.dtype))
+                filled.add(name)
     missing = next((name for name in params if name not in filled), None)
     if missing is not None:
         raise CheckpointError(f"missing tensor {missing!r}")
@@ -203,7 +161,7 @@ def convert(src: str, out: str, *, config: str, verify_logits: bool, tokenizer: 
         cfg = load_config(config, [*overrides(hf, block_size, hf["vocab_size"]), "data.tokenizer=bpe"])
         runtime.setup(cfg)
         network = build_model(cfg, meta, Comm()).network
-        fill(network, folder, cfg.model.tie_embeddings)
+        fill(network, folder, layout_of(hf), cfg.model)
     except CheckpointError as exc:
         raise CheckpointError(f"{src}: {exc}") from None
     network.set_train(False)
@@ -237,7 +195,7 @@ def verify(network, folder: Path, m) -> tuple[float, float]:
     reference = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
                                                      trust_remote_code=False).eval()
     vocab = reference.config.vocab_size
-    tokens = np.random.default_rng(0).integers(0, vocab, (2, min(m.block_size, 64))).astype(np.int32)
+    tokens = np.random.default_rng(0).integers(0, vocab, (2, min(m.block_size, 256))).astype(np.int32)
     with torch.no_grad():
         expected = reference(torch.from_numpy(tokens).long()).logits.numpy()
     return float(np.abs(network(Tensor(tokens)).asnumpy() - expected).max()), float(np.abs(expected).max())

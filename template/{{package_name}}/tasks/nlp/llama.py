@@ -1,10 +1,10 @@
-"""A Llama-family decoder (Llama 2/3.x, TinyLlama, SmolLM2, Mistral, Qwen2/2.5/3) in Hugging Face's layout.
+"""One configurable decoder for every Llama-descended family, in Hugging Face's layout.
 
-Token embedding, pre-RMSNorm blocks of grouped-query attention with rotary position
-embeddings (RoPE) and a SwiGLU MLP, a final RMSNorm and a head over the vocabulary (its own
-matrix, or tied to the embedding). The parameters are named as ``LlamaForCausalLM`` /
-``Qwen2ForCausalLM`` name theirs (``model.layers.0.self_attn.q_proj.weight``...), so
-importing their weights (``convert_weights.py``) is a name-for-name copy.
+Token embedding, blocks of grouped-query attention with rotary position embeddings (RoPE) and
+a gated MLP, a final RMSNorm and a head over the vocabulary (its own matrix, or tied to the
+embedding). The parameters are named as ``LlamaForCausalLM`` names its own
+(``model.layers.0.self_attn.q_proj.weight``...); what each family calls them otherwise, and the
+config.json keys that set the traits below, are its layout (``layouts/``).
 
 - Grouped-query attention: ``n_kv_head`` key/value heads, each shared by ``n_head / n_kv_head``
   query heads. The G query heads of a key/value head are the rows of one (G * T, D) matrix and
@@ -13,10 +13,15 @@ importing their weights (``convert_weights.py``) is a name-for-name copy.
   keep index tables of up to 4x their output alive per graph node; so every broadcast here is an
   explicit ``ops.broadcast_to`` (softmax's backward too) and axes move with ``mint.permute``
   (the ~100 M model's fine-tuning peak: see the README).
-- ``bias``: biases on q/k/v only, as Qwen2 has them (o_proj and the MLP never have one).
-- ``head_dim`` may differ from d_model / n_head, and ``qk_norm`` RMS-normalises each query and
-  key head before RoPE (Qwen3's ``q_norm`` / ``k_norm``).
-- ``rope_scaling``: Llama-3.x's ``llama3`` frequencies, or ``linear`` (positions / factor).
+- Family traits (``model.*``, each default Llama's): biases (``bias`` q/k/v as Qwen2, ``o_bias``,
+  ``mlp_bias``); ``qk_norm`` per head (Qwen3, Gemma-3) or across heads (OLMo-2); ``norm_layout``
+  pre / post (OLMo-2) / sandwich (Gemma, GLM-4) and ``norm_offset`` (Gemma's 1 + weight);
+  ``activation`` (Gemma's tanh GELU); ``embedding_scale``, ``residual_scale``, ``attention_scale``
+  and ``logits_scaling`` (Gemma, Granite); soft-capped scores and logits (Gemma-2); RoPE on a
+  ``rotary_fraction`` of each head (Phi-4-mini, GLM-4), not at all in ``nope_layers`` (SmolLM3),
+  with ``local_rope_theta`` in sliding layers (Gemma-3); a ``sliding_window`` in the layers
+  ``layer_types`` names (Mistral, Gemma).
+- ``rope_scaling``: ``linear``, ``llama3``, ``yarn``, ``dynamic``, ``longrope``, as transformers computes them.
 - ``vocab_size`` is the embedding's rows, which may exceed the tokenizer's tokens (Qwen2.5 pads them).
 - Mixed precision: RMSNorm and the attention softmax compute in float32 (``FLOAT32_CELLS``
   stay float32 under O2 as well); the network's output is float32.
@@ -40,51 +45,85 @@ from .lora import LoRADense
 
 
 class RMSNorm(nn.Cell):
-    """x / rms(x) * weight, computed in float32 (as Hugging Face's ``LlamaRMSNorm``)."""
+    """x / rms(x) * weight in float32 (as Hugging Face's ``LlamaRMSNorm``); ``offset``: x / rms(x) *
+    (1 + weight), the weight zero-centred (``GemmaRMSNorm``)."""
 
-    def __init__(self, dim: int, eps: float):
+    def __init__(self, dim: int, eps: float, offset: bool = False):
         super().__init__()
-        self.weight = Parameter(initializer("ones", (dim,)), name="weight")
-        self.eps = eps
+        self.weight = Parameter(initializer("zeros" if offset else "ones", (dim,)), name="weight")
+        self.eps, self.offset = eps, offset
 
     def construct(self, x):
         dtype = x.dtype
         x = x.astype(ms.float32)
         x = x * ops.broadcast_to(ops.rsqrt((x * x).mean(-1, keep_dims=True) + self.eps), x.shape)
+        if self.offset:  # Gemma scales in float32, then casts
+            return (x * ops.broadcast_to(1.0 + self.weight.astype(ms.float32), x.shape)).astype(dtype)
         return ops.broadcast_to(self.weight, x.shape) * x.astype(dtype)
 
 
 FLOAT32_CELLS = (RMSNorm, Softmax32)  # kept float32 under amp O2 (engine/step.py's black list)
 
 
-def inverse_frequencies(d_head: int, theta: float, scaling=None) -> np.ndarray:
-    """RoPE's (D/2,) rotation speeds as transformers computes them (``rope_type`` default, linear, llama3)."""
-    inv_freq = 1.0 / theta ** (np.arange(0, d_head, 2, dtype=np.float64) / d_head)
-    if scaling is None:
-        return inv_freq
-    if scaling.type == "linear":
-        return inv_freq / scaling.factor
-    # llama3: wavelengths longer than the original context / low_freq_factor slow down by
-    # factor, shorter than it / high_freq_factor stay, those between are interpolated.
-    context, low, high = scaling.original_max_position_embeddings, scaling.low_freq_factor, scaling.high_freq_factor
-    wavelength = 2 * math.pi / inv_freq
-    scaled = np.where(wavelength > context / low, inv_freq / scaling.factor, inv_freq)
-    smooth = (context / wavelength - low) / (high - low)
-    smoothed = (1 - smooth) * scaled / scaling.factor + smooth * scaled
-    medium = (wavelength >= context / high) & (wavelength <= context / low)
-    return np.where(medium, smoothed, scaled)
+def inverse_frequencies(d_rot: int, theta: float, scaling=None, context: int = 0) -> tuple[np.ndarray, float]:
+    """RoPE's (d_rot/2,) rotation speeds and the factor cos and sin are scaled by, as transformers'
+    ``ROPE_INIT_FUNCTIONS`` compute them for sequences of ``context`` positions (longrope's
+    factors depend on it)."""
+    inv_freq = 1.0 / theta ** (np.arange(0, d_rot, 2, dtype=np.float64) / d_rot)
+    kind = scaling.type if scaling is not None else "default"
+    if kind in ("default", "dynamic"):  # dynamic: plain RoPE up to max_position_embeddings (the largest block)
+        return inv_freq, 1.0
+    if kind == "linear":
+        return inv_freq / scaling.factor, 1.0
+    original = scaling.original_max_position_embeddings
+    if kind == "llama3":
+        # wavelengths longer than the original context / low_freq_factor slow down by factor,
+        # shorter than it / high_freq_factor stay, those between are interpolated
+        low, high = scaling.low_freq_factor, scaling.high_freq_factor
+        wavelength = 2 * math.pi / inv_freq
+        scaled = np.where(wavelength > original / low, inv_freq / scaling.factor, inv_freq)
+        smooth = (original / wavelength - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / scaling.factor + smooth * scaled
+        medium = (wavelength >= original / high) & (wavelength <= original / low)
+        return np.where(medium, smoothed, scaled), 1.0
+    factor = scaling.factor
+    if kind == "longrope":  # Phi-3/4: the short factors within the original context (longer: long ones)
+        factors = scaling.long_factor if context > original else scaling.short_factor
+        attention = scaling.attention_factor or (
+            math.sqrt(1 + math.log(factor) / math.log(original)) if factor > 1 else 1.0)
+        return inv_freq / np.asarray(factors, np.float64), attention
+    # yarn: interpolated below the ramp between the beta_fast and beta_slow rotations, kept above it
+    def mscale(scale, m=1.0):
+        return 0.1 * m * math.log(scale) + 1.0 if scale > 1 else 1.0
+
+    attention = scaling.attention_factor or (mscale(factor, scaling.mscale) / mscale(factor, scaling.mscale_all_dim)
+                                             if scaling.mscale and scaling.mscale_all_dim else mscale(factor))
+
+    def correction(rotations):
+        return d_rot * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = correction(scaling.beta_fast), correction(scaling.beta_slow)
+    if scaling.truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, d_rot - 1)
+    ramp = np.clip((np.arange(d_rot // 2) - low) / ((high - low) or 0.001), 0, 1)
+    return inv_freq / factor * ramp + inv_freq * (1 - ramp), attention
 
 
-def rope_tables(block_size: int, d_head: int, theta: float, scaling=None) -> tuple[Tensor, Tensor]:
-    """cos and sin (block_size, d_head) of Hugging Face's RoPE: frequency i of the first half
+def rope_tables(block_size: int, d_rot: int, theta: float, scaling=None):
+    """cos and sin (block_size, d_rot) of Hugging Face's RoPE: frequency i of the first half
     repeated in the second half (the ``rotate_half`` convention)."""
-    inv_freq = inverse_frequencies(d_head, theta, scaling)  # (D/2,)
-    angles = np.outer(np.arange(block_size, dtype=np.float64), inv_freq)  # (T, D/2)
-    angles = np.concatenate([angles, angles], axis=-1)  # (T, D)
-    return Tensor(np.cos(angles).astype(np.float32)), Tensor(np.sin(angles).astype(np.float32))
+    inv_freq, attention = inverse_frequencies(d_rot, theta, scaling, block_size)  # (R/2,)
+    angles = np.outer(np.arange(block_size, dtype=np.float64), inv_freq.astype(np.float32))  # (T, R/2)
+    angles = np.concatenate([angles, angles], axis=-1)  # (T, R)
+    return (Tensor((np.cos(angles) * attention).astype(np.float32)),
+            Tensor((np.sin(angles) * attention).astype(np.float32)))
 
 
-def rotate(x, cos, sin):  # x (..., T, D), cos/sin (T, D): RoPE
+def rotate(x, cos, sin):  # x (..., T, D), cos/sin (T, R), R <= D: RoPE on the first R of each head
+    if cos.shape[-1] < x.shape[-1]:
+        turned, kept = ops.split(x, (cos.shape[-1], x.shape[-1] - cos.shape[-1]), axis=-1)
+        return ops.cat((rotate(turned, cos, sin), kept), axis=-1)
     x1, x2 = ops.split(x, x.shape[-1] // 2, axis=-1)
     cos, sin = ops.broadcast_to(cos.astype(x.dtype), x.shape), ops.broadcast_to(sin.astype(x.dtype), x.shape)
     return x * cos + ops.cat((-x2, x1), axis=-1) * sin
@@ -106,34 +145,63 @@ def linear(d_in: int, d_out: int, bias: bool, name: str, lora) -> nn.Dense:
     return nn.Dense(d_in, d_out, weight_init=Normal(0.02), has_bias=bias, bias_init="zeros")
 
 
+def norm_or_identity(present: bool, dim: int, m) -> nn.Cell:
+    return RMSNorm(dim, m.norm_eps, m.norm_offset) if present else nn.Identity()
+
+
+def head_width(m) -> int:
+    return m.head_dim or m.d_model // m.n_head
+
+
+def is_sliding(m, layer: int) -> bool:
+    return m.sliding_window is not None and (m.layer_types is None or m.layer_types[layer] == "sliding_attention")
+
+
+def hidden_positions(block_size: int, window: int | None) -> Tensor:
+    """(T, T) True where query q may not look at key k: the future, and past the window."""
+    q, k = np.indices((block_size, block_size))
+    return Tensor((k > q) | (q - k >= window if window else False))
+
+
 class LlamaAttention(nn.Cell):
-    def __init__(self, d_model: int, n_head: int, n_kv_head: int, d_head: int, block_size: int, bias: bool,
-                 eps: float, qk_norm: bool, lora=None):
+    def __init__(self, m, layer: int, lora=None):
         super().__init__()
-        self.n_kv, self.groups, self.d_head = n_kv_head, n_head // n_kv_head, d_head
-        self.scale = 1.0 / math.sqrt(self.d_head)
-        self.q_proj = linear(d_model, n_head * d_head, bias, "q_proj", lora)
-        self.k_proj = linear(d_model, n_kv_head * d_head, bias, "k_proj", lora)
-        self.v_proj = linear(d_model, n_kv_head * d_head, bias, "v_proj", lora)
-        self.o_proj = linear(n_head * d_head, d_model, False, "o_proj", lora)
-        # Qwen3: each head's query and key RMS-normalised (one weight per head width) before RoPE
-        norms = (RMSNorm(d_head, eps), RMSNorm(d_head, eps)) if qk_norm else (nn.Identity(), nn.Identity())
-        self.q_norm, self.k_norm = norms
+        n_head, n_kv, d_head, d_model = m.n_head, m.n_kv_head or m.n_head, head_width(m), m.d_model
+        self.n_kv, self.groups, self.d_head = n_kv, n_head // n_kv, d_head
+        self.scale = m.attention_scale or 1.0 / math.sqrt(d_head)
+        self.softcap, self.rope = m.attn_softcap, layer not in m.nope_layers
+        self.window = m.sliding_window if is_sliding(m, layer) else None
+        self.q_proj = linear(d_model, n_head * d_head, m.bias, "q_proj", lora)
+        self.k_proj = linear(d_model, n_kv * d_head, m.bias, "k_proj", lora)
+        self.v_proj = linear(d_model, n_kv * d_head, m.bias, "v_proj", lora)
+        self.o_proj = linear(n_head * d_head, d_model, m.o_bias, "o_proj", lora)
+        # queries and keys RMS-normalised before RoPE: each head (Qwen3) or all heads at once (OLMo-2)
+        self.across = m.qk_norm == "all"
+        widths = (n_head * d_head, n_kv * d_head) if self.across else (d_head, d_head)
+        self.q_norm, self.k_norm = (norm_or_identity(m.qk_norm != "none", width, m) for width in widths)
         self.softmax = Softmax32()
-        self.future = Tensor(np.triu(np.ones((block_size, block_size), dtype=bool), k=1))  # True: may not look
+        self.future = hidden_positions(m.block_size, self.window)  # True: may not look
 
     def heads(self, x, cos, sin):
         """(B, T, C) -> q (B, KV, G, T, D), k (B, KV, D, T): transposed, v (B, KV, T, D); rotated."""
         b, t, _ = x.shape
-        q = permute(self.q_proj(x).reshape(b, t, self.n_kv, self.groups, self.d_head), (0, 2, 3, 1, 4))
-        k = permute(self.k_proj(x).reshape(b, t, self.n_kv, self.d_head), (0, 2, 1, 3))
-        q, k = self.q_norm(q), self.k_norm(k)
+        q, k = self.q_proj(x), self.k_proj(x)
+        if self.across:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = permute(q.reshape(b, t, self.n_kv, self.groups, self.d_head), (0, 2, 3, 1, 4))
+        k = permute(k.reshape(b, t, self.n_kv, self.d_head), (0, 2, 1, 3))
+        if not self.across:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.rope:
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         v = permute(self.v_proj(x).reshape(b, t, self.n_kv, self.d_head), (0, 2, 1, 3))
-        return rotate(q, cos, sin), permute(rotate(k, cos, sin), (0, 1, 3, 2)), v
+        return q, permute(k, (0, 1, 3, 2)), v
 
     def attend(self, q, k, v, hidden):  # hidden: True where a query may not look, (Tq, Tk) or (Tk,)
         b, kv, g, t, d = q.shape  # the G query heads of a key/value head as the rows of one matrix
         scores = ops.matmul(q.reshape(b, kv, g * t, d), k) * self.scale  # (B, KV, G * Tq, Tk)
+        if self.softcap:
+            scores = ops.tanh(scores / self.softcap) * self.softcap
         hidden = ops.broadcast_to(hidden, (b, kv, g, t, k.shape[-1])).reshape(scores.shape)
         weights = self.softmax(ops.masked_fill(scores, hidden, float("-inf")))
         y = ops.matmul(weights, v).reshape(b, kv, g, t, d)
@@ -148,7 +216,7 @@ class LlamaAttention(nn.Cell):
         return self.attend(q, k, v, self.future[:t, :t]), k, v
 
     def step(self, x, cos, sin, k_cache, v_cache, slot, hidden):
-        """x (B, 1, C) at position ``pos`` (``slot``: the one-hot (T,) mask of it; cos/sin (1, D))."""
+        """x (B, 1, C) at position ``pos`` (``slot``: the one-hot (T,) mask of it; cos/sin (1, R))."""
         q, k, v = self.heads(x, cos, sin)  # k (B, KV, D, 1), v (B, KV, 1, D)
         k_cache = ops.where(slot, k, k_cache)  # (B, KV, D, T)
         v_cache = ops.where(slot.reshape(-1, 1), v, v_cache)  # (B, KV, T, D)
@@ -156,41 +224,54 @@ class LlamaAttention(nn.Cell):
 
 
 class LlamaMLP(nn.Cell):
-    """SwiGLU: down(silu(gate(x)) * up(x)); SiLU from elementwise ops (cheaper kernels on CPU)."""
+    """Gated: down(act(gate(x)) * up(x)); SiLU from elementwise ops (cheaper kernels on CPU)."""
 
-    def __init__(self, d_model: int, d_ff: int, lora=None):
+    def __init__(self, m, lora=None):
         super().__init__()
-        self.gate_proj = linear(d_model, d_ff, False, "gate_proj", lora)
-        self.up_proj = linear(d_model, d_ff, False, "up_proj", lora)
-        self.down_proj = linear(d_ff, d_model, False, "down_proj", lora)
+        d_ff = m.d_ff or m.mlp_ratio * m.d_model
+        self.gate_proj = linear(m.d_model, d_ff, m.mlp_bias, "gate_proj", lora)
+        self.up_proj = linear(m.d_model, d_ff, m.mlp_bias, "up_proj", lora)
+        self.down_proj = linear(d_ff, m.d_model, m.mlp_bias, "down_proj", lora)
+        self.silu = m.activation == "silu"
 
     def construct(self, x):
         gate = self.gate_proj(x)
-        return self.down_proj(gate * ops.sigmoid(gate) * self.up_proj(x))
+        gate = gate * ops.sigmoid(gate) if self.silu else ops.gelu(gate, approximate="tanh")
+        return self.down_proj(gate * self.up_proj(x))
 
 
 class LlamaDecoderLayer(nn.Cell):
-    """x + attn(norm(x)), then x + mlp(norm(x))."""
+    """x + s * post(attn(pre(x))), then x + s * post(mlp(pre(x))): the norms ``norm_layout`` has
+    (pre: Llama's input_layernorm and post_attention_layernorm; post: GLM-4's post_self_attn_layernorm
+    and post_mlp_layernorm), s the ``residual_scale``."""
 
-    def __init__(self, d_model, n_head, n_kv_head, d_head, d_ff, block_size, bias, eps, qk_norm, lora=None):
+    def __init__(self, m, layer: int, lora=None):
         super().__init__()
-        self.input_layernorm = RMSNorm(d_model, eps)
-        self.self_attn = LlamaAttention(d_model, n_head, n_kv_head, d_head, block_size, bias, eps, qk_norm, lora)
-        self.post_attention_layernorm = RMSNorm(d_model, eps)
-        self.mlp = LlamaMLP(d_model, d_ff, lora)
+        pre, post = m.norm_layout != "post", m.norm_layout != "pre"
+        self.input_layernorm = norm_or_identity(pre, m.d_model, m)
+        self.self_attn = LlamaAttention(m, layer, lora)
+        self.post_self_attn_layernorm = norm_or_identity(post, m.d_model, m)
+        self.post_attention_layernorm = norm_or_identity(pre, m.d_model, m)  # before the MLP (Llama's name)
+        self.mlp = LlamaMLP(m, lora)
+        self.post_mlp_layernorm = norm_or_identity(post, m.d_model, m)
+        self.residual_scale = m.residual_scale
+
+    def add(self, x, y):
+        return x + y * self.residual_scale if self.residual_scale != 1.0 else x + y
+
+    def feed_forward(self, x):
+        return self.add(x, self.post_mlp_layernorm(self.mlp(self.post_attention_layernorm(x))))
 
     def prefill(self, x, cos, sin):
         y, k, v = self.self_attn.prefill(self.input_layernorm(x), cos, sin)
-        x = x + y
-        return x + self.mlp(self.post_attention_layernorm(x)), k, v
+        return self.feed_forward(self.add(x, self.post_self_attn_layernorm(y))), k, v
 
     def construct(self, x, cos, sin):
         return self.prefill(x, cos, sin)[0]
 
     def step(self, x, cos, sin, k_cache, v_cache, slot, hidden):
         y, k_cache, v_cache = self.self_attn.step(self.input_layernorm(x), cos, sin, k_cache, v_cache, slot, hidden)
-        x = x + y
-        return x + self.mlp(self.post_attention_layernorm(x)), k_cache, v_cache
+        return self.feed_forward(self.add(x, self.post_self_attn_layernorm(y))), k_cache, v_cache
 
 
 class Embedding(nn.Cell):
@@ -205,31 +286,32 @@ class Embedding(nn.Cell):
 
 
 class LlamaModel(nn.Cell):
-    def __init__(self, vocab_size, d_model, n_layer, n_head, n_kv_head, d_head, d_ff, block_size, bias, eps,
-                 qk_norm, lora=None):
+    def __init__(self, vocab_size: int, m, lora=None):
         super().__init__()
-        self.embed_tokens = Embedding(vocab_size, d_model)
-        self.layers = nn.CellList([LlamaDecoderLayer(d_model, n_head, n_kv_head, d_head, d_ff, block_size, bias, eps,
-                                                     qk_norm, lora) for _ in range(n_layer)])
-        self.norm = RMSNorm(d_model, eps)
+        self.embed_tokens = Embedding(vocab_size, m.d_model)
+        self.layers = nn.CellList([LlamaDecoderLayer(m, i, lora) for i in range(m.n_layer)])
+        self.norm = RMSNorm(m.d_model, m.norm_eps, m.norm_offset)
 
 
 class Llama(nn.Cell):
-    """``LlamaForCausalLM``: tokens (B, T) int32, T <= block_size -> logits (B, T, vocab) float32."""
+    """``LlamaForCausalLM`` and its descendants: tokens (B, T) int32, T <= block_size -> logits
+    (B, T, vocab) float32."""
 
-    def __init__(self, vocab_size: int, block_size: int, n_layer: int, n_head: int, d_model: int, d_ff: int,
-                 n_kv_head: int | None = None, rope_theta: float = 10000.0, norm_eps: float = 1e-6,
-                 tie_embeddings: bool = False, bias: bool = False, lora=None, head_dim: int | None = None,
-                 qk_norm: bool = False, rope_scaling=None):
+    def __init__(self, vocab_size: int, m):
         super().__init__()
-        n_kv_head, head_dim = n_kv_head or n_head, head_dim or d_model // n_head
-        self.model = LlamaModel(vocab_size, d_model, n_layer, n_head, n_kv_head, head_dim, d_ff, block_size, bias,
-                                norm_eps, qk_norm, lora)
-        self.tied, self.block_size = tie_embeddings, block_size
-        self.cos, self.sin = rope_tables(block_size, head_dim, rope_theta, rope_scaling)
+        self.model = LlamaModel(vocab_size, m, m.lora)
+        self.tied, self.block_size = m.tie_embeddings, m.block_size
+        self.embedding_scale, self.final_softcap, self.logits_scaling = (m.embedding_scale, m.final_softcap,
+                                                                          m.logits_scaling)
+        d_rot = int(head_width(m) * m.rotary_fraction)
+        self.cos, self.sin = rope_tables(m.block_size, d_rot, m.rope_theta, m.rope_scaling)
+        local = m.local_rope_theta is not None  # Gemma-3: sliding layers turn at their own base, unscaled
+        self.local_cos, self.local_sin = (rope_tables(m.block_size, d_rot, m.local_rope_theta) if local
+                                          else (self.cos, self.sin))
+        self.local = tuple(local and is_sliding(m, i) for i in range(m.n_layer))
         self.matmul_transposed = ops.MatMul(transpose_b=True)
-        self.lm_head = nn.Identity() if tie_embeddings else linear(d_model, vocab_size, False, "lm_head", lora)
-        self.num_layers = n_layer + 1  # optim.layer_decay: embeddings 0, layers 1..n, norm and lm_head n + 1
+        self.lm_head = nn.Identity() if m.tie_embeddings else linear(m.d_model, vocab_size, False, "lm_head", m.lora)
+        self.num_layers = m.n_layer + 1  # optim.layer_decay: embeddings 0, layers 1..n, norm and lm_head n + 1
 
     def layer_id(self, name: str) -> int:
         """A parameter's layer (optim.layer_decay): embed_tokens 0 (tied, the output projection with
@@ -241,21 +323,34 @@ class Llama(nn.Cell):
     def construct(self, tokens):
         return self.prefill(tokens)[0]
 
+    def embed(self, tokens):
+        x = self.model.embed_tokens(tokens)
+        return x * self.embedding_scale if self.embedding_scale != 1.0 else x
+
     def logits(self, x):  # (B, T, C) -> (B, T, vocab) float32
         x = self.model.norm(x)
-        if not self.tied:
-            return self.lm_head(x).astype(ms.float32)
-        b, t, c = x.shape  # one 2-D product with transpose_b (see model.GPT.logits)
-        table = self.model.embed_tokens.weight.astype(x.dtype)
-        return self.matmul_transposed(x.reshape(b * t, c), table).reshape(b, t, -1).astype(ms.float32)
+        if self.tied:  # one 2-D product with transpose_b (see model.GPT.logits)
+            b, t, c = x.shape
+            table = self.model.embed_tokens.weight.astype(x.dtype)
+            logits = self.matmul_transposed(x.reshape(b * t, c), table).reshape(b, t, -1).astype(ms.float32)
+        else:
+            logits = self.lm_head(x).astype(ms.float32)
+        if self.logits_scaling != 1.0:
+            logits = logits / self.logits_scaling
+        if self.final_softcap:
+            logits = ops.tanh(logits / self.final_softcap) * self.final_softcap
+        return logits
+
+    def tables(self, i: int, cos, sin, local_cos, local_sin):
+        return (local_cos, local_sin) if self.local[i] else (cos, sin)
 
     def prefill(self, tokens):  # (B, T) -> logits, keys (B, KV, D, T) and values (B, KV, T, D) per layer
         t = tokens.shape[1]
-        cos, sin = self.cos[:t], self.sin[:t]
-        x = self.model.embed_tokens(tokens)
+        cos, sin, local_cos, local_sin = self.cos[:t], self.sin[:t], self.local_cos[:t], self.local_sin[:t]
+        x = self.embed(tokens)
         keys, values = (), ()
-        for layer in self.model.layers:
-            x, k, v = layer.prefill(x, cos, sin)
+        for i, layer in enumerate(self.model.layers):
+            x, k, v = layer.prefill(x, *self.tables(i, cos, sin, local_cos, local_sin))
             keys += (k,)
             values += (v,)
         return self.logits(x), keys, values
@@ -264,11 +359,15 @@ class Llama(nn.Cell):
         """Logits (B, 1, vocab) of the next token and the caches with position ``pos`` filled in."""
         positions = ops.arange(self.block_size, dtype=ms.int32)
         slot, hidden = positions == pos, positions > pos  # (T,) each
-        cos, sin = ops.gather(self.cos, pos, 0), ops.gather(self.sin, pos, 0)  # (1, D)
-        x = self.model.embed_tokens(token)  # (B, 1, C)
+        cos, sin = ops.gather(self.cos, pos, 0), ops.gather(self.sin, pos, 0)  # (1, R)
+        local_cos, local_sin = ops.gather(self.local_cos, pos, 0), ops.gather(self.local_sin, pos, 0)
+        x = self.embed(token)  # (B, 1, C)
         new_keys, new_values = (), ()
         for i, layer in enumerate(self.model.layers):
-            x, k_cache, v_cache = layer.step(x, cos, sin, keys[i], values[i], slot, hidden)
+            window = layer.self_attn.window
+            seen = hidden if window is None else hidden | (positions <= pos - window)
+            x, k_cache, v_cache = layer.step(x, *self.tables(i, cos, sin, local_cos, local_sin), keys[i], values[i],
+                                             slot, seen)
             new_keys += (k_cache,)
             new_values += (v_cache,)
         return self.logits(x), new_keys, new_values

@@ -22,13 +22,7 @@ def gpt(vocab: int, m) -> GPT:
     return GPT(vocab, m.block_size, m.n_layer, m.n_head, m.d_model, m.mlp_ratio, m.dropout, m.tie_embeddings, m.bias)
 
 
-def llama(vocab: int, m) -> Llama:
-    return Llama(vocab, m.block_size, m.n_layer, m.n_head, m.d_model, m.d_ff or m.mlp_ratio * m.d_model,
-                 m.n_kv_head, m.rope_theta, m.norm_eps, m.tie_embeddings, m.bias, m.lora, m.head_dim, m.qk_norm,
-                 m.rope_scaling)
-
-
-ARCHS = {"gpt": gpt, "gpt2": gpt, "llama": llama}  # model.arch -> (embedding rows, model config) -> network
+ARCHS = {"gpt": gpt, "gpt2": gpt, "llama": Llama}  # model.arch -> (embedding rows, model config) -> network
 
 
 def embedding_rows(meta: dict, m) -> int:
