@@ -20,7 +20,8 @@ peft = pytest.importorskip("peft")
 
 TOKENS = 320  # the tokenizer's; an embedding may have more rows (Qwen2.5 pads them)
 SIZES = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-             num_key_value_heads=2, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+             num_key_value_heads=2, max_position_embeddings=64, pad_token_id=0, bos_token_id=1,
+             eos_token_id=2)
 # The registry (the project's tasks/nlp/layouts/): row -> (config class, model class, config values
 # as the published checkpoints have them, sizes shrunk; windows, scaled contexts and layer
 # patterns short enough to act within the 64 positions --verify compares)
@@ -29,7 +30,8 @@ LAYOUTS = {
     "smollm2": ("LlamaConfig", "LlamaForCausalLM", dict(rope_theta=1e5, rms_norm_eps=1e-5, vocab_size=TOKENS,
                                                          tie_word_embeddings=True)),
     # Llama with attention_bias (q, k, v and o) and mlp_bias
-    "llama-bias": ("LlamaConfig", "LlamaForCausalLM", dict(vocab_size=TOKENS, attention_bias=True, mlp_bias=True)),
+    "llama-bias": ("LlamaConfig", "LlamaForCausalLM", dict(vocab_size=TOKENS, attention_bias=True,
+                                                            mlp_bias=True)),
     # Qwen2.5: 151,936 embedding rows for 151,665 tokens; a window set but not used; q/k/v biases
     "qwen2.5": ("Qwen2Config", "Qwen2ForCausalLM", dict(
         vocab_size=TOKENS + 16, tie_word_embeddings=True, rope_theta=1e6, use_sliding_window=False,
@@ -53,8 +55,8 @@ LAYOUTS = {
     # Gemma-2: sandwich norms of 1 + weight, sqrt(d) embeddings, tanh GELU, query_pre_attn_scalar,
     # soft-capped scores and logits, a window in every other layer
     "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(
-        vocab_size=TOKENS, head_dim=32, query_pre_attn_scalar=24, sliding_window=12, attn_logit_softcapping=5.0,
-        final_logit_softcapping=3.0)),
+        vocab_size=TOKENS, head_dim=32, query_pre_attn_scalar=24, sliding_window=12,
+        attn_logit_softcapping=5.0, final_logit_softcapping=3.0)),
     # Gemma-3 (text): per-head q/k norms, local layers' own RoPE base, the global ones' linear scaling
     "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
         vocab_size=TOKENS, head_dim=32, query_pre_attn_scalar=24, sliding_window=12, sliding_window_pattern=2,
@@ -65,7 +67,8 @@ LAYOUTS = {
     "phi4-mini": ("Phi3Config", "Phi3ForCausalLM", dict(
         vocab_size=TOKENS, max_position_embeddings=128, original_max_position_embeddings=32,
         rope_parameters={"rope_type": "longrope", "rope_theta": 1e4, "partial_rotary_factor": 0.75,
-                         "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5], "long_factor": [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]})),
+                         "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5],
+                         "long_factor": [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]})),
     # OLMo-2: norms after each block, q/k norms across heads
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(vocab_size=TOKENS)),
     # SmolLM3: no RoPE in every no_rope_layer_interval-th layer
@@ -138,10 +141,11 @@ from {package}.tasks import load_config
 from {package}.tasks.nlp.convert_weights import convert
 
 folder, work = sys.argv[1:]
-summary = convert(folder, f"{{work}}/imported.ckpt")  # --verify's comparison: done by the test, in its process
+summary = convert(folder, f"{{work}}/imported.ckpt")  # --verify's comparison: the test's, in its process
 sets = [f"model.pretrained={{work}}/imported.ckpt", "model.lora.rank=4", "model.lora.alpha=8.0",
         "model.lora.targets=[q_proj, v_proj, o_proj, up_proj, down_proj]", f"data.path={{work}}/chat.jsonl",
-        "train.max_steps=2", "train.batch_size=4", "train.jit=false", "optim.lr=0.05", "optim.warmup_steps=0", "eval.max_examples=4",
+        "train.max_steps=2", "train.batch_size=4", "train.jit=false", "optim.lr=0.05", "optim.warmup_steps=0",
+        "eval.max_examples=4",
         f"output.dir={{work}}/runs", "output.plot=false"]
 best = f"{{train(load_config('config/config.yaml', sets))['run_dir']}}/best.ckpt"
 for fmt in ("hf", "peft"):
