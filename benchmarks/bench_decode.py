@@ -44,7 +44,7 @@ def inner(package: str, tokens: int, repeats: int) -> None:
     import numpy as np
 
     sys.path.insert(0, ".")
-    model = importlib.import_module(f"{package}.tasks.nlp.model")
+    model = importlib.import_module(f"{package}.tasks.nlp.models.gpt")
     generate = importlib.import_module(f"{package}.tasks.nlp.generate")
     print(f"{'model':<40} {'cached tok/s':>12} {'uncached tok/s':>15} {'speed-up':>9}")
     for name, (arch, vocab, block, n_layer, n_head, d_model) in SHAPES.items():

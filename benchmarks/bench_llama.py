@@ -52,10 +52,10 @@ def mindspore_case(project: Path, lora: bool, steps: int, jit: bool = True) -> d
     from nlp.engine.step import build_train_step
     from nlp.engine.task import Comm, Model
     from nlp.tasks import load_config
-    from nlp.tasks.nlp import lora as adapters
     from nlp.tasks.nlp.generate import CachedDecoder
-    from nlp.tasks.nlp.llama import FLOAT32_CELLS
-    from nlp.tasks.nlp.model import LanguageModelLoss
+    from nlp.tasks.nlp.loss import LanguageModelLoss
+    from nlp.tasks.nlp.models import lora as adapters
+    from nlp.tasks.nlp.models.decoder import FLOAT32_CELLS
     from nlp.tasks.nlp.task import ARCHS
 
     s = SHAPE

@@ -159,8 +159,8 @@ OURS = """
 import json, sys
 from pathlib import Path
 import numpy as np
-from {package}.tasks.nlp.conversations import chat_token_file
-from {package}.tasks.nlp.tokenizer import Tokenizer
+from {package}.tasks.nlp.data.conversations import chat_token_file
+from {package}.tasks.nlp.data.tokenizer import Tokenizer
 
 cases = json.loads(Path(sys.argv[1]).read_text())
 out = {{}}

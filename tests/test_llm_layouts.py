@@ -208,7 +208,7 @@ import sys
 import mindspore as ms
 import numpy as np
 from {package}.deploy.inference import load_trained
-from {package}.tasks.nlp.model import LanguageModelLoss
+from {package}.tasks.nlp.loss import LanguageModelLoss
 
 network = load_trained(sys.argv[1]).network
 network.set_train(True)

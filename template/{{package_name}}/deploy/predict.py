@@ -138,7 +138,7 @@ def embed_text(graph: Graph, value: str, args: argparse.Namespace) -> list[float
 
 
 def continue_text(graph: Graph, value: str, args: argparse.Namespace) -> str:
-    from ..tasks.nlp.tokenizer import Tokenizer
+    from ..tasks.nlp.data.tokenizer import Tokenizer
 
     tokenizer = Tokenizer.from_meta(graph.meta)
     ids, block = list(tokenizer.encode(value)), graph.meta["block_size"]

@@ -1,5 +1,5 @@
 """GPT's pre-LayerNorm Transformer block (causal self-attention + MLP), shared by the language
-model (``tasks/nlp/model.py``) and the multimodal task's Transformer text tower.
+model (``tasks/nlp/models/gpt.py``) and the multimodal task's Transformer text tower.
 
 Chosen for speed on CPU, measured on MindSpore 2.10 (see the README): GELU written out as its
 tanh formula, q/k/v split with ``ops.split`` before the reshape to heads, K transposed once into

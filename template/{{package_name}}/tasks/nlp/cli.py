@@ -50,8 +50,8 @@ def _generate(args: argparse.Namespace) -> None:
     check_settings(args.max_new_tokens, args.temperature or 0.0, args.top_k, args.top_p)  # before the slow load
     checkpoint = checkpoint_path(args)
     from ...deploy.inference import load_trained  # imports MindSpore: after the settings check
-    from .chat import render
-    from .lora import merge
+    from .data.chat import render
+    from .models.lora import merge
 
     trained = load_trained(checkpoint, args.overrides)
     merge(trained.network)  # LoRA adapters folded into their weights: plain matmuls (none: no-op)

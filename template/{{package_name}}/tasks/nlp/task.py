@@ -11,11 +11,14 @@ from ...engine import checkpoint
 from ...engine.arrays import budget, compiled
 from ...engine.errors import CheckpointError, ConfigError
 from ...engine.task import Comm, Data, Model, Task
-from . import export_hf, lora
 from .config import defined_by
-from .data import Tokenizer, load_data, load_eval_data
-from .llama import FLOAT32_CELLS, Llama
-from .model import GPT, LanguageModelLoss, TokenLosses
+from .data import Tokenizer
+from .data.load import load_data, load_eval_data
+from .hf import exporter
+from .loss import LanguageModelLoss, TokenLosses
+from .models import lora
+from .models.decoder import FLOAT32_CELLS, Llama
+from .models.gpt import GPT
 
 
 def gpt(vocab: int, m) -> GPT:
@@ -138,4 +141,4 @@ TASK = Task(name="nlp", load_data=load_data, build_model=build_model, evaluate=e
             monitor="loss", mode="min", metrics=("loss", "perplexity", "unigram_ppl"),
             exports=exports, deploy_meta=deploy_meta,
             fixed_data=("tokenizer", "tokenizer_file", "vocab_size"), load_eval_data=load_eval_data,
-            warm_start=warm_start, folder_formats={"hf": export_hf.write, "peft": export_hf.write_adapters})
+            warm_start=warm_start, folder_formats={"hf": exporter.write, "peft": exporter.write_adapters})

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...engine.errors import CheckpointError
+from ....engine.errors import CheckpointError
 
 INDEX = "model.safetensors.index.json"
 DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64,

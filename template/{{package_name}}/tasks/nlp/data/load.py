@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...engine.errors import DataError
-from ...engine.task import Data
+from ....engine.errors import DataError
+from ....engine.task import Data
 from . import conversations
 from .corpus import Corpus
 from .tokenfile import TokenFile, cache_key, cached_text, token_file
@@ -172,7 +172,7 @@ def context_length(cfg, files) -> int:
 
 def pretrained_context(cfg) -> int:
     """The context ``model.pretrained`` was saved with (an import: its config's, at most 2,048)."""
-    from ...engine.checkpoint import read_meta
+    from ....engine.checkpoint import read_meta
 
     return int(read_meta(cfg.model.pretrained)["config"]["model"]["block_size"])
 
@@ -213,7 +213,7 @@ def inherited_meta(cfg) -> dict:
 
 def pretrained_meta(cfg) -> dict:
     """The task meta of ``model.pretrained``."""
-    from ...engine.checkpoint import read_meta  # imports MindSpore (load_data runs after the runtime setup)
+    from ....engine.checkpoint import read_meta  # imports MindSpore (load_data runs after the runtime setup)
 
     return read_meta(cfg.model.pretrained)["task_meta"]
 

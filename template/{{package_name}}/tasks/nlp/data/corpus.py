@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from ...engine.errors import DataError
+from ....engine.errors import DataError
 
 DEFAULT_CORPUS = "Python's bundled pydoc text (pydoc_data.topics)"
 CHUNK_BYTES = 8 << 20  # 8 MB blocks: a few times that in memory while tokenising, whatever the corpus size

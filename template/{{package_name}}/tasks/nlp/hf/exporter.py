@@ -29,10 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ...engine.errors import UserError
-from . import lora
-from .config import DECODER_TRAITS, ModelConfig
-from .gpt2_layout import source_name, transform
+from ....engine.errors import UserError
+from ..config import DECODER_TRAITS, ModelConfig
+from ..models import lora
+from . import gpt2
 from .layouts import layout_of, shapes_of
 
 DTYPES = {"fp32": np.float32, "fp16": np.float16, "bf16": None}  # bf16: no NumPy dtype, PyTorch writes it
@@ -55,8 +55,8 @@ def write(trained, out: Path, dtype: str = "fp32") -> dict[str, Path]:
                     if not lora.is_adapter(name)}
             tensors = layout_of(config).to_theirs(ours, shapes_of(trained.network, m))
         else:
-            tensors = gpt2_tensors(trained.network)
-            config, written_from_sizes = gpt2_config(trained, tensors, dtype), True
+            tensors = gpt2.export_tensors(trained.network)
+            config, written_from_sizes = gpt2.export_config(trained, tensors, TORCH_DTYPES[dtype]), True
         save_weights(tensors, tmp, dtype)
         (tmp / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
         (tmp / "tokenizer.json").write_text(trained.meta["tokenizer"]["json"], encoding="utf-8")
@@ -140,7 +140,7 @@ def hf_config(trained, dtype: str) -> tuple[dict, bool]:
                         "or Qwen3's q/k norms has no config.json to write (import the family's model, and its own "
                         f"config.json is written back; this one sets {', '.join(traits) or 'qk_norm and bias'})")
     arch = "Qwen3ForCausalLM" if m.qk_norm == "head" else "Qwen2ForCausalLM" if m.bias else "LlamaForCausalLM"
-    from .data import Tokenizer
+    from ..data import Tokenizer
 
     tokenizer = Tokenizer.from_meta(trained.meta)
     rope = {"rope_type": "default"} if m.rope_scaling is None else m.rope_scaling.hf()
@@ -153,36 +153,6 @@ def hf_config(trained, dtype: str) -> tuple[dict, bool]:
               "tie_word_embeddings": m.tie_embeddings, "torch_dtype": torch_dtype, "dtype": torch_dtype,
               "eos_token_id": tokenizer.eos_id}
     return config, True  # Qwen2's q/k/v biases and Qwen3's q/k norms come with their architecture
-
-
-def gpt2_tensors(network) -> dict[str, np.ndarray]:
-    """Our GPT's weights under ``GPT2LMHeadModel``'s names (convert_weights' renames, reversed):
-    Conv1D weights stored (in, out), zero biases where ``model.bias`` is off (GPT-2 always has them)."""
-    tensors, params = {}, dict(network.parameters_and_names())
-    for name, p in params.items():
-        value = p.asnumpy()
-        if name == "head.weight":  # an untied head
-            tensors["lm_head.weight"] = value
-            continue
-        tensors[f"transformer.{source_name(name)}"] = transform(name, value)
-        bias = name.removesuffix("weight") + "bias"
-        if name.startswith("blocks.") and name.endswith(".weight") and bias not in params:
-            tensors[f"transformer.{source_name(bias)}"] = np.zeros(value.shape[0], value.dtype)
-    return tensors
-
-
-def gpt2_config(trained, tensors: dict[str, np.ndarray], dtype: str) -> dict:
-    """``GPT2Config`` of our sizes: GPT-2's tanh GELU, LayerNorm epsilon and attention scaling are ours."""
-    from ...models.transformer import LN_EPS
-    from .data import Tokenizer
-
-    m, eos = trained.cfg.model, Tokenizer.from_meta(trained.meta).eos_id
-    return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
-            "vocab_size": tensors["transformer.wte.weight"].shape[0], "n_positions": m.block_size,
-            "n_embd": m.d_model, "n_layer": m.n_layer, "n_head": m.n_head, "n_inner": m.mlp_ratio * m.d_model,
-            "activation_function": "gelu_new", "layer_norm_epsilon": LN_EPS,
-            "tie_word_embeddings": m.tie_embeddings, "bos_token_id": eos, "eos_token_id": eos,
-            "torch_dtype": TORCH_DTYPES[dtype], "dtype": TORCH_DTYPES[dtype]}
 
 
 def save_weights(tensors: dict[str, np.ndarray], folder: Path, dtype: str) -> None:

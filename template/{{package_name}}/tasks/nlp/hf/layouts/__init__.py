@@ -4,7 +4,7 @@ the tensor names and what the family refuses. A new family is a file here and a 
 
 from __future__ import annotations
 
-from ....engine.errors import CheckpointError
+from .....engine.errors import CheckpointError
 from . import gemma2, gemma3, glm4, granite, llama, mistral, olmo2, phi3, qwen2, qwen3, smollm3
 from .base import Layout, shapes_of
 

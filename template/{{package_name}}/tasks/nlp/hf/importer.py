@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...engine.errors import CheckpointError, UserError
+from ....engine.errors import CheckpointError, UserError
 from . import shards
 from .layouts import LAYOUTS, MIXTURES, layout_of, shapes_of
 
@@ -75,7 +75,7 @@ def overrides(config: dict, block_size: int | None, rows: int) -> list[str]:
 def tokenizer_meta(folder: Path, rows: int, path: str | None) -> dict:
     """The checkpoint's tokenizer meta: tokenizer.json (at most ``rows`` tokens: the embedding's),
     chat template, special tokens, generation defaults."""
-    from .tokenizer import Tokenizer
+    from ..data.tokenizer import Tokenizer
 
     path = path or str(folder / "tokenizer.json")
     if not Path(path).is_file():
@@ -147,11 +147,11 @@ def fill(network, folder: Path, layout, m) -> None:
 def convert(src: str, out: str, *, config: str, verify_logits: bool, tokenizer: str | None,
             block_size: int | None) -> dict:
     """The Llama-family branch of ``convert_weights.convert``."""
-    from ...deploy import weights
-    from ...engine import runtime
-    from ...engine.task import Comm
-    from ...tasks import load_config
-    from .task import build_model
+    from ....deploy import weights
+    from ....engine import runtime
+    from ....engine.task import Comm
+    from ....tasks import load_config
+    from ..task import build_model
 
     folder = folder_of(src)
     try:

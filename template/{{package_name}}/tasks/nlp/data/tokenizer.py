@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ...engine.errors import DataError
+from ....engine.errors import DataError
 
 BPE_PIECE_CHARS = 1 << 20  # encoding: pieces encoded in parallel
 # Training: fed in small pieces, the trainer's memory stays bounded (measured on 30 MB of text:

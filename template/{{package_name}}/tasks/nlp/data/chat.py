@@ -16,7 +16,7 @@ import json
 from contextlib import contextmanager
 from datetime import datetime
 
-from ...engine.errors import UserError
+from ....engine.errors import UserError
 
 
 class TemplateError(UserError):

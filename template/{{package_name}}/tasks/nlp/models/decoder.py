@@ -40,7 +40,7 @@ import numpy as np
 from mindspore import Parameter, Tensor, mint, nn, ops
 from mindspore.common.initializer import Normal, initializer
 
-from ...models.transformer import Softmax32
+from ....models.transformer import Softmax32
 from .lora import LoRADense
 
 

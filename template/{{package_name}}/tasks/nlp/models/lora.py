@@ -10,7 +10,7 @@ dropout: MindSpore 2.10's CPU dropout kernel keeps its generator in the compiled
 matmuls leave the graph).
 
 Adapter-only checkpoints (a few MB for a model of GB): add the callback ``SaveAdapters`` in
-config.yaml, ``train.callbacks: ["<package>.tasks.nlp.lora:SaveAdapters"]``; every new best
+config.yaml, ``train.callbacks: ["<package>.tasks.nlp.models.lora:SaveAdapters"]``; every new best
 evaluation writes ``best-adapters.ckpt`` beside ``best.ckpt``. Such a file works as
 ``model.pretrained``: the base checkpoint its own config names is loaded, then the adapters.
 """
@@ -24,7 +24,7 @@ import mindspore as ms
 from mindspore import Parameter, nn, ops
 from mindspore.common.initializer import HeUniform, Normal, initializer
 
-from ...logs.callbacks import Callback
+from ....logs.callbacks import Callback
 
 ADAPTERS = (".lora_A", ".lora_B")  # parameter name endings
 
@@ -96,7 +96,7 @@ class SaveAdapters(Callback):
 def save_adapters(path: str | Path, network: nn.Cell, meta: dict) -> int:
     """An adapter-only checkpoint: the A and B matrices (a fraction of a percent of a large
     model) and ``meta`` (its config names the base in ``model.pretrained``). Returns bytes written."""
-    from ...engine import checkpoint
+    from ....engine import checkpoint
 
     params = [p for p in network.get_parameters() if is_adapter(p.name)]
     holder = _Holder(params)

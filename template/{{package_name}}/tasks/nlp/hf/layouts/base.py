@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from ....engine.errors import CheckpointError
+from .....engine.errors import CheckpointError
 
 MAX_BLOCK = 2048  # default context when config.json allows more (the mask is block_size^2)
 LAYER = re.compile(r"(model\.layers\.\d+\.)(.+)\.(weight|bias)")
@@ -146,7 +146,7 @@ ROPE_TYPES = ("default", "linear", "llama3", "yarn", "dynamic", "longrope")
 
 def rope_scaling(rope: dict, config: dict) -> dict | None:
     """A rope_parameters dict as model.rope_scaling (None: plain RoPE)."""
-    from ..config import RopeScaling
+    from ...config import RopeScaling
 
     kind = rope.get("rope_type") or rope.get("type") or "default"  # "type": the spelling before transformers 4.45
     if kind not in ROPE_TYPES:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...engine.errors import DataError
+from ....engine.errors import DataError
 from .chat import TemplateError, render_spans
 from .tokenfile import TokenFile, cache_key, write_atomically
 from .tokenizer import Tokenizer, token_dtype

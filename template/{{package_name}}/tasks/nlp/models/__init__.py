@@ -1,0 +1,2 @@
+"""The task's networks: ``gpt.py`` (GPT-2's layers), ``decoder.py`` (one configurable decoder for
+the Llama-descended families) and ``lora.py`` (low-rank adapters on its projections)."""
