@@ -1,18 +1,14 @@
 """One configurable decoder for every Llama-descended family, in Hugging Face's layout.
 
-Token embedding, blocks of grouped-query attention with rotary position embeddings (RoPE) and
-a gated MLP, a final RMSNorm and a head over the vocabulary (its own matrix, or tied to the
-embedding). The parameters are named as ``LlamaForCausalLM`` names its own
-(``model.layers.0.self_attn.q_proj.weight``...); what each family calls them otherwise, and the
-config.json keys that set the traits below, are its layout (``layouts/``).
+Token embedding, blocks of grouped-query attention with rotary position embeddings (``rope.py``)
+and a gated MLP, a final RMSNorm and a head over the vocabulary (its own matrix, or tied to the
+embedding). Parameters are named as ``LlamaForCausalLM`` names its own
+(``model.layers.0.self_attn.q_proj.weight``...); what each family calls them, and the config.json
+keys that set the traits below, are its layout (``hf/layouts/``).
 
-- Grouped-query attention: ``n_kv_head`` key/value heads, each shared by ``n_head / n_kv_head``
-  query heads. The G query heads of a key/value head are the rows of one (G * T, D) matrix and
-  the keys are kept as (B, KV, D, T): one plain batched matmul, keys and values never repeated.
-- Memory (MindSpore 2.10, CPU, compiled): an elementwise op that broadcasts, and ``Tensor.transpose``,
-  keep index tables of up to 4x their output alive per graph node; so every broadcast here is an
-  explicit ``ops.broadcast_to`` (softmax's backward too) and axes move with ``mint.permute``
-  (the ~100 M model's fine-tuning peak: see the README).
+- Grouped-query attention: a key/value head's G query heads are the rows of one (G * T, D) matrix,
+  keys kept as (B, KV, D, T): one batched matmul. Memory (MindSpore 2.10, CPU): broadcasts are
+  explicit ``ops.broadcast_to`` and axes move with ``mint.permute`` (implicit ones keep index tables).
 - Family traits (``model.*``, each default Llama's): biases (``bias`` q/k/v as Qwen2, ``o_bias``,
   ``mlp_bias``); ``qk_norm`` per head (Qwen3, Gemma-3) or across heads (OLMo-2); ``norm_layout``
   pre / post (OLMo-2) / sandwich (Gemma, GLM-4) and ``norm_offset`` (Gemma's 1 + weight);
@@ -20,12 +16,9 @@ config.json keys that set the traits below, are its layout (``layouts/``).
   and ``logits_scaling`` (Gemma, Granite); soft-capped scores and logits (Gemma-2); RoPE on a
   ``rotary_fraction`` of each head (Phi-4-mini, GLM-4), not at all in ``nope_layers`` (SmolLM3),
   with ``local_rope_theta`` in sliding layers (Gemma-3); a ``sliding_window`` in the layers
-  ``layer_types`` names (Mistral, Gemma).
-- ``rope_scaling``: ``linear``, ``llama3``, ``yarn``, ``dynamic``, ``longrope``, as transformers computes them.
-- ``vocab_size`` is the embedding's rows, which may exceed the tokenizer's tokens (Qwen2.5 pads them).
-- Mixed precision: RMSNorm and the attention softmax compute in float32 (``FLOAT32_CELLS``
-  stay float32 under O2 as well); the network's output is float32.
-- LoRA (``model.lora``): the projections named in its ``targets`` are ``lora.LoRADense``.
+  ``layer_types`` names (Mistral, Gemma); ``rope_scaling`` of any type ``rope.py`` computes.
+- Mixed precision: RMSNorm and the attention softmax compute in float32 (``FLOAT32_CELLS``);
+  the output is float32. LoRA (``model.lora``): the ``targets`` are ``lora.LoRADense``.
 
 ``prefill`` / ``step`` are the forward pass split for incremental decoding with a key/value
 cache per layer, with the signatures ``generate.py`` uses for every arch.
@@ -42,6 +35,7 @@ from mindspore.common.initializer import Normal, initializer
 
 from ....models.transformer import Softmax32
 from .lora import LoRADense
+from .rope import rope_tables, rotate
 
 
 class RMSNorm(nn.Cell):
@@ -65,73 +59,8 @@ class RMSNorm(nn.Cell):
 FLOAT32_CELLS = (RMSNorm, Softmax32)  # kept float32 under amp O2 (engine/step.py's black list)
 
 
-def inverse_frequencies(d_rot: int, theta: float, scaling=None, context: int = 0) -> tuple[np.ndarray, float]:
-    """RoPE's (d_rot/2,) rotation speeds and the factor cos and sin are scaled by, as transformers'
-    ``ROPE_INIT_FUNCTIONS`` compute them for sequences of ``context`` positions (longrope's
-    factors depend on it)."""
-    inv_freq = 1.0 / theta ** (np.arange(0, d_rot, 2, dtype=np.float64) / d_rot)
-    kind = scaling.type if scaling is not None else "default"
-    if kind in ("default", "dynamic"):  # dynamic: plain RoPE up to max_position_embeddings (the largest block)
-        return inv_freq, 1.0
-    if kind == "linear":
-        return inv_freq / scaling.factor, 1.0
-    original = scaling.original_max_position_embeddings
-    if kind == "llama3":
-        # wavelengths longer than the original context / low_freq_factor slow down by factor,
-        # shorter than it / high_freq_factor stay, those between are interpolated
-        low, high = scaling.low_freq_factor, scaling.high_freq_factor
-        wavelength = 2 * math.pi / inv_freq
-        scaled = np.where(wavelength > original / low, inv_freq / scaling.factor, inv_freq)
-        smooth = (original / wavelength - low) / (high - low)
-        smoothed = (1 - smooth) * scaled / scaling.factor + smooth * scaled
-        medium = (wavelength >= original / high) & (wavelength <= original / low)
-        return np.where(medium, smoothed, scaled), 1.0
-    factor = scaling.factor
-    if kind == "longrope":  # Phi-3/4: the short factors within the original context (longer: long ones)
-        factors = scaling.long_factor if context > original else scaling.short_factor
-        attention = scaling.attention_factor or (
-            math.sqrt(1 + math.log(factor) / math.log(original)) if factor > 1 else 1.0)
-        return inv_freq / np.asarray(factors, np.float64), attention
-    # yarn: interpolated below the ramp between the beta_fast and beta_slow rotations, kept above it
-    def mscale(scale, m=1.0):
-        return 0.1 * m * math.log(scale) + 1.0 if scale > 1 else 1.0
-
-    attention = scaling.attention_factor or (mscale(factor, scaling.mscale) / mscale(factor, scaling.mscale_all_dim)
-                                             if scaling.mscale and scaling.mscale_all_dim else mscale(factor))
-
-    def correction(rotations):
-        return d_rot * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
-
-    low, high = correction(scaling.beta_fast), correction(scaling.beta_slow)
-    if scaling.truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, d_rot - 1)
-    ramp = np.clip((np.arange(d_rot // 2) - low) / ((high - low) or 0.001), 0, 1)
-    return inv_freq / factor * ramp + inv_freq * (1 - ramp), attention
-
-
-def rope_tables(block_size: int, d_rot: int, theta: float, scaling=None):
-    """cos and sin (block_size, d_rot) of Hugging Face's RoPE: frequency i of the first half
-    repeated in the second half (the ``rotate_half`` convention)."""
-    inv_freq, attention = inverse_frequencies(d_rot, theta, scaling, block_size)  # (R/2,)
-    angles = np.outer(np.arange(block_size, dtype=np.float64), inv_freq.astype(np.float32))  # (T, R/2)
-    angles = np.concatenate([angles, angles], axis=-1)  # (T, R)
-    return (Tensor((np.cos(angles) * attention).astype(np.float32)),
-            Tensor((np.sin(angles) * attention).astype(np.float32)))
-
-
-def rotate(x, cos, sin):  # x (..., T, D), cos/sin (T, R), R <= D: RoPE on the first R of each head
-    if cos.shape[-1] < x.shape[-1]:
-        turned, kept = ops.split(x, (cos.shape[-1], x.shape[-1] - cos.shape[-1]), axis=-1)
-        return ops.cat((rotate(turned, cos, sin), kept), axis=-1)
-    x1, x2 = ops.split(x, x.shape[-1] // 2, axis=-1)
-    cos, sin = ops.broadcast_to(cos.astype(x.dtype), x.shape), ops.broadcast_to(sin.astype(x.dtype), x.shape)
-    return x * cos + ops.cat((-x2, x1), axis=-1) * sin
-
-
 def permute(x, axes: tuple[int, ...]):
-    """``mint.permute``; a reshape when the axes that move all have length 1 (decoding one token:
-    a faster graph)."""
+    """``mint.permute``; a reshape when the axes that move all have length 1 (one token: faster)."""
     moving = [axis for axis in axes if x.shape[axis] != 1]
     if moving == sorted(moving):
         return x.reshape(tuple(x.shape[axis] for axis in axes))
@@ -241,9 +170,8 @@ class LlamaMLP(nn.Cell):
 
 
 class LlamaDecoderLayer(nn.Cell):
-    """x + s * post(attn(pre(x))), then x + s * post(mlp(pre(x))): the norms ``norm_layout`` has
-    (pre: Llama's input_layernorm and post_attention_layernorm; post: GLM-4's post_self_attn_layernorm
-    and post_mlp_layernorm), s the ``residual_scale``."""
+    """x + s * post(attn(pre(x))), then x + s * post(mlp(pre(x))): the norms ``norm_layout`` has (pre:
+    Llama's input/post_attention_layernorm; post: GLM-4's post_self_attn/post_mlp_layernorm)."""
 
     def __init__(self, m, layer: int, lora=None):
         super().__init__()
@@ -294,8 +222,7 @@ class LlamaModel(nn.Cell):
 
 
 class Llama(nn.Cell):
-    """``LlamaForCausalLM`` and its descendants: tokens (B, T) int32, T <= block_size -> logits
-    (B, T, vocab) float32."""
+    """``LlamaForCausalLM`` and its kin: tokens (B, T) int32, T <= block_size -> logits (B, T, V) float32."""
 
     def __init__(self, vocab_size: int, m):
         super().__init__()

@@ -1,5 +1,5 @@
 """The Hugging Face families ``convert_weights.py`` imports and ``export.py --format hf|peft``
-writes back, each one file: the config.json keys that set the decoder's traits (``llama.py``),
+writes back, each one file: the config.json keys that set the decoder's traits (``models/decoder.py``),
 the tensor names and what the family refuses. A new family is a file here and a row below."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ LAYER = re.compile(r"(model\.layers\.\d+\.)(.+)\.(weight|bias)")
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
-    """A Hugging Face family over the one decoder (``llama.py``).
+    """A Hugging Face family over the one decoder (``models/decoder.py``).
 
     ``traits``: config.json -> model.* values beyond the common ones (refusing what the decoder
     does not compute); ``renames``: their module names -> ours within a layer; ``fused``: one
