@@ -189,6 +189,62 @@ def test_each_family_imports_fine_tunes_and_exports_with_transformers_logits(pro
     assert close(exported, tuned) and close(adapted, tuned)  # ...and both exports carry it
 
 
+ROPE = """
+import json
+import sys
+
+from {package}.tasks.nlp.config import RopeScaling
+from {package}.tasks.nlp.hf.layouts.base import rope_parameters, rope_scaling
+from {package}.tasks.nlp.models.rope import inverse_frequencies
+
+out = {{}}
+for name, (config, context) in json.loads(sys.argv[1]).items():
+    rope = rope_parameters(config)
+    scaling = rope_scaling(rope, config)
+    scaling = scaling and RopeScaling(**scaling)
+    inv_freq, attention = inverse_frequencies(16, rope["rope_theta"], scaling, context)
+    out[name] = [inv_freq.tolist(), attention]
+print(json.dumps(out))
+"""
+# rope_type -> (rope_parameters, the sequence length transformers computes for)
+ROPE_CASES = {
+    "linear": ({"rope_type": "linear", "factor": 4.0}, 64),
+    "llama3": ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 32}, 64),
+    "yarn": ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}, 64),
+    "yarn-mscale": ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+                     "mscale": 1.0, "mscale_all_dim": 0.5, "beta_fast": 16.0, "beta_slow": 2.0}, 64),
+    "dynamic": ({"rope_type": "dynamic", "factor": 2.0}, 64),
+    "longrope-short": ({"rope_type": "longrope", "original_max_position_embeddings": 32,
+                        "short_factor": [1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0],
+                        "long_factor": [2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]}, 32),
+    "longrope-long": ({"rope_type": "longrope", "original_max_position_embeddings": 32,
+                       "short_factor": [1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0],
+                       "long_factor": [2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]}, 64),
+}
+
+
+def test_every_rope_type_is_transformers_rope_function(project, tmp_path):
+    """Each rope_parameters as config.json carries it, read by the import and computed by the
+    decoder's RoPE: transformers' ROPE_INIT_FUNCTIONS' frequencies and cos/sin factor."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    configs = {name: ({**SIZES, "hidden_size": 64, "max_position_embeddings": 64,
+                       "rope_parameters": {**rope, "rope_theta": 1e4}}, context)
+               for name, (rope, context) in ROPE_CASES.items()}
+    (tmp_path / "rope.py").write_text(ROPE.format(package=project.name), encoding="utf-8")
+    result = run(project, str(tmp_path / "rope.py"), json.dumps(configs),
+                 env={**os.environ, "PYTHONPATH": str(project)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    ours = json.loads(result.stdout)
+    for name, (config, context) in configs.items():
+        reference = transformers.LlamaConfig(**config)
+        kind = config["rope_parameters"]["rope_type"]
+        inv_freq, attention = ROPE_INIT_FUNCTIONS[kind](reference, "cpu", seq_len=context)
+        np.testing.assert_allclose(ours[name][0], inv_freq.numpy(), rtol=1e-6, err_msg=name)
+        assert ours[name][1] == pytest.approx(attention, rel=1e-6), name
+
+
 def test_an_old_style_linear_rope_scaling_is_read_as_linear(project, tmp_path):
     """``rope_scaling: {type: linear}`` (before transformers 4.45 named it rope_type)."""
     folder = tmp_path / "linear"
@@ -374,6 +430,35 @@ def test_generate_prompt_is_transformers_generate_of_the_tokenizers_ids(project,
     prompt_ids = ids["input_ids"][0].tolist()
     expected = tokenizer.decode(prompt_ids + new)[len(tokenizer.decode(prompt_ids)):]
     assert generated.stdout == prompt + expected + "\n"
+
+
+def test_generate_prompts_is_transformers_batched_greedy(project, tmp_path):
+    """``generate.py --prompts FILE`` as typed: prompts of unequal length, decoded as one batch
+    (left-padded), each completion equal to transformers' batched greedy ``generate`` with an
+    attention mask (padding_side left), on Mistral with a window shorter than the texts."""
+    folder = tmp_path / "mistral-window"
+    reference = hf_folder(folder, "mistral-window")
+    assert run(project, "convert_weights.py", str(folder), "--out", "batch.ckpt").returncode == 0
+    prompts = ["the lazy fox", "over the quick brown dog; the fox jumps", "dog"]
+    (tmp_path / "prompts.txt").write_text("\n".join(prompts) + "\n\n")
+    generated = run(project, "generate.py", "--checkpoint", "batch.ckpt", "--prompts",
+                    str(tmp_path / "prompts.txt"), "--temperature", "0", "--max-new-tokens", "16")
+    assert generated.returncode == 0, generated.stderr[-2000:]
+    ours = [json.loads(line) for line in generated.stdout.splitlines()]
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"),
+                                                     pad_token="<|endoftext|>", padding_side="left")
+    batch = tokenizer(prompts, return_tensors="pt", padding=True)
+    assert len(set(batch["attention_mask"].sum(1).tolist())) == 3  # three lengths: real left padding
+    with torch.no_grad():
+        out = reference.generate(**batch, max_new_tokens=16, do_sample=False, eos_token_id=[0, 2],
+                                 pad_token_id=0)
+    assert len(ours) == len(prompts)  # the empty line is no prompt
+    for row, prompt, mine in zip(out, prompts, ours, strict=True):
+        new = row[batch["input_ids"].shape[1]:].tolist()
+        new = new[:next((i for i, t in enumerate(new) if t in (0, 2)), len(new))]  # up to the end of text
+        ids = tokenizer(prompt)["input_ids"]
+        expected = tokenizer.decode(ids + new)[len(tokenizer.decode(ids)):]
+        assert mine == {"prompt": prompt, "completion": expected}
 
 
 def test_an_imported_llama_exports_to_onnx_with_transformers_logits(project, tmp_path):

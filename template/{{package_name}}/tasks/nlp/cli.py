@@ -6,21 +6,27 @@
     python generate.py --checkpoint weights/qwen.ckpt --chat "What is a closure?"  # its chat template
     python generate.py --checkpoint runs/<run>/best.ckpt --chat   # a conversation, read from the terminal
     python generate.py --prompt "The " --no-cache           # no key/value cache: same text, slower
+    python generate.py --checkpoint weights/qwen.ckpt --prompts prompts.txt --temperature 0  # one per line, batched
 
 The same checkpoint, prompt and --seed give the same text; it ends at an end-of-text token (in a
 chat, at the end of the assistant's turn) or after --max-new-tokens. Unset sampling flags take
-an imported model's generation_config.json values, else the defaults below. The sampler is
+an imported model's generation_config.json values, else the defaults below. ``--prompts FILE``
+(one prompt per line) prints one JSON line per prompt, {"prompt", "completion"}: the text
+``--prompt`` gives for it, computed ``--batch-size`` prompts at a time. The sampler is
 ``generate.py`` beside this module.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 from typing import NoReturn
 
+from ...engine.errors import UserError
 from ...run.cli import checkpoint_path, guarded, parser
-from .generate import check_settings, stream
+from .generate import check_settings, complete, stream
 
 DEFAULTS = {"temperature": 0.8, "top_k": None, "top_p": None}
 
@@ -32,6 +38,9 @@ def main() -> NoReturn:
     text.add_argument("--chat", metavar="MESSAGE", nargs="?", const="",
                       help="a user message, answered through the checkpoint's chat template; with no MESSAGE, "
                            "a conversation read from the terminal (an empty line or Ctrl-D ends it)")
+    text.add_argument("--prompts", metavar="FILE", help="a UTF-8 file of prompts, one per line: one JSON line each")
+    p.add_argument("--batch-size", type=int, default=8,
+                   help="--prompts: prompts decoded together (default: %(default)s)")
     p.add_argument("--max-new-tokens", type=int, default=300, help="tokens to generate (default: %(default)s)")
     p.add_argument("--temperature", type=float, default=None,
                    help="< 1 sharper, > 1 more random, 0 greedy (default: the checkpoint's, else 0.8)")
@@ -48,6 +57,7 @@ def main() -> NoReturn:
 
 def _generate(args: argparse.Namespace) -> None:
     check_settings(args.max_new_tokens, args.temperature or 0.0, args.top_k, args.top_p)  # before the slow load
+    prompts = read_prompts(args.prompts, args.batch_size) if args.prompts is not None else None
     checkpoint = checkpoint_path(args)
     from ...deploy.inference import load_trained  # imports MindSpore: after the settings check
     from .data.chat import render
@@ -69,6 +79,14 @@ def _generate(args: argparse.Namespace) -> None:
         print(flush=True)
         return "".join(pieces)
 
+    if prompts is not None:
+        for start in range(0, len(prompts), args.batch_size):
+            batch = prompts[start:start + args.batch_size]
+            texts = complete(trained.network, trained.meta, trained.cfg.model.block_size, batch, args.max_new_tokens,
+                             settings["temperature"], settings["top_k"], args.seed, settings["top_p"])
+            for prompt, text in zip(batch, texts):
+                print(json.dumps({"prompt": prompt, "completion": text}, ensure_ascii=False), flush=True)
+        return
     if args.chat is None:
         print(args.prompt, end="", flush=True)
         answer(args.prompt)
@@ -82,6 +100,19 @@ def _generate(args: argparse.Namespace) -> None:
         if args.chat:  # one message: one answer
             return
         messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": ask()}]
+
+
+def read_prompts(path: str, batch_size: int) -> list[str]:
+    """--prompts FILE: its non-empty lines (a line's own trailing newline is not part of it)."""
+    if batch_size < 1:
+        raise UserError(f"--batch-size={batch_size}: must be >= 1")
+    try:
+        prompts = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--prompts {path}: cannot be read as UTF-8 text ({exc})") from None
+    if not prompts:
+        raise UserError(f"--prompts {path}: no prompt in it (one per line)")
+    return prompts
 
 
 def ask() -> str:

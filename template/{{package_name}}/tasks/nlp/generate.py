@@ -90,6 +90,72 @@ def stream(network, meta: dict, block_size: int, prompt: str = "", max_new_token
         yield text[len(shown):]
 
 
+def complete(network, meta: dict, block_size: int, prompts: list[str], max_new_tokens: int = 200,
+             temperature: float = 1.0, top_k: int | None = None, seed: int = 0,
+             top_p: float | None = None) -> list[str]:
+    """The new text of each prompt, as ``sample`` gives it for that prompt alone (each row draws
+    from its own generator seeded with ``seed``), computed as one batch: prompts left-padded to
+    the longest, every row one step per token (a finished row steps on, ignored). A network
+    whose positions are learned (``gpt``) has no left padding: its prompts run one by one."""
+    from .data import Tokenizer
+
+    check_settings(max_new_tokens, temperature, top_k, top_p)
+    if not getattr(network, "left_pads", False):
+        return [sample(network, meta, block_size, prompt, max_new_tokens, temperature, top_k, seed, True, top_p)
+                for prompt in prompts]
+    tokenizer = Tokenizer.from_meta(meta)
+    vocab, eos = tokenizer.vocab_size, set(meta.get("generation", {}).get("eos_token_ids") or [tokenizer.eos_id])
+    rows = [[*tokenizer.document_start, *tokenizer.encode(prompt, "--prompts").tolist()] for prompt in prompts]
+    longest = max(map(len, rows))
+    if longest + max_new_tokens > block_size:
+        raise UserError(f"--prompts: the longest prompt is {longest} tokens; with --max-new-tokens {max_new_tokens} "
+                        f"that passes the context model.block_size={block_size} (a batch never slides its window)")
+    rngs = [np.random.default_rng(seed) for _ in rows]
+    new: list[list[int]] = [[] for _ in rows]
+    done = [False] * len(rows)
+    decoder = BatchDecoder(network, block_size)
+    logits = decoder.prefill(rows)
+    for _ in range(max_new_tokens):
+        for i, row_logits in enumerate(logits):
+            if not done[i]:
+                token = pick(row_logits[:vocab].astype(np.float64), temperature, top_k, rngs[i], top_p)
+                done[i] = token in eos
+                new[i] += [] if done[i] else [token]
+        if all(done):
+            break
+        logits = decoder.step([row[-1] if row else 0 for row in new])
+    return [decode_new(tokenizer, row, tokenizer.decode(row), tokens) for row, tokens in zip(rows, new)]
+
+
+class BatchDecoder:
+    """Next-token logits of several rows at once: left-padded to a common end, then one cached
+    step per token for every row (``Llama.prefill`` / ``step`` with ``pad``)."""
+
+    def __init__(self, network, block_size: int):
+        import mindspore as ms
+
+        self.ms, self.block_size = ms, block_size
+        self.prefill_, self.step_ = ms.jit(network.prefill), ms.jit(network.step)
+
+    def prefill(self, rows: list[list[int]]) -> np.ndarray:
+        ms, width = self.ms, max(map(len, rows))
+        window = np.zeros((len(rows), self.block_size), dtype=np.int32)
+        for i, row in enumerate(rows):
+            window[i, width - len(row):width] = row
+        self.pad = ms.Tensor([width - len(row) for row in rows], ms.int32)
+        self.position = width
+        logits, *self.caches = self.prefill_(ms.Tensor(window), self.pad)
+        return logits.asnumpy()[:, width - 1]
+
+    def step(self, tokens: list[int]) -> np.ndarray:
+        ms = self.ms
+        keys, values = (ms.mutable(c) for c in self.caches)
+        logits, *self.caches = self.step_(ms.Tensor(np.array(tokens, np.int32).reshape(-1, 1)),
+                                          ms.Tensor([self.position], ms.int32), keys, values, self.pad)
+        self.position += 1
+        return logits.asnumpy()[:, 0]
+
+
 def decode_new(tokenizer, context: list[int], head: str, new: list[int]) -> str:
     """The text of ``new`` as it reads after ``context`` (decoded as ``head``)."""
     full = tokenizer.decode(context + new)

@@ -30,52 +30,13 @@ import math
 
 import mindspore as ms
 import numpy as np
-from mindspore import Parameter, Tensor, mint, nn, ops
-from mindspore.common.initializer import Normal, initializer
+from mindspore import Tensor, nn, ops
 
 from ....models.transformer import Softmax32
-from .lora import LoRADense
+from .layers import Embedding, RMSNorm, linear, norm_or_identity, permute
 from .rope import rope_tables, rotate
 
-
-class RMSNorm(nn.Cell):
-    """x / rms(x) * weight in float32 (as Hugging Face's ``LlamaRMSNorm``); ``offset``: x / rms(x) *
-    (1 + weight), the weight zero-centred (``GemmaRMSNorm``)."""
-
-    def __init__(self, dim: int, eps: float, offset: bool = False):
-        super().__init__()
-        self.weight = Parameter(initializer("zeros" if offset else "ones", (dim,)), name="weight")
-        self.eps, self.offset = eps, offset
-
-    def construct(self, x):
-        dtype = x.dtype
-        x = x.astype(ms.float32)
-        x = x * ops.broadcast_to(ops.rsqrt((x * x).mean(-1, keep_dims=True) + self.eps), x.shape)
-        if self.offset:  # Gemma scales in float32, then casts
-            return (x * ops.broadcast_to(1.0 + self.weight.astype(ms.float32), x.shape)).astype(dtype)
-        return ops.broadcast_to(self.weight, x.shape) * x.astype(dtype)
-
-
 FLOAT32_CELLS = (RMSNorm, Softmax32)  # kept float32 under amp O2 (engine/step.py's black list)
-
-
-def permute(x, axes: tuple[int, ...]):
-    """``mint.permute``; a reshape when the axes that move all have length 1 (one token: faster)."""
-    moving = [axis for axis in axes if x.shape[axis] != 1]
-    if moving == sorted(moving):
-        return x.reshape(tuple(x.shape[axis] for axis in axes))
-    return mint.permute(x, axes)
-
-
-def linear(d_in: int, d_out: int, bias: bool, name: str, lora) -> nn.Dense:
-    """``nn.Dense`` (weight (out, in)), or a ``LoRADense`` when ``name`` is a LoRA target."""
-    if lora is not None and lora.rank > 0 and name in lora.targets:
-        return LoRADense(d_in, d_out, bias, lora.rank, lora.alpha, lora.dropout)
-    return nn.Dense(d_in, d_out, weight_init=Normal(0.02), has_bias=bias, bias_init="zeros")
-
-
-def norm_or_identity(present: bool, dim: int, m) -> nn.Cell:
-    return RMSNorm(dim, m.norm_eps, m.norm_offset) if present else nn.Identity()
 
 
 def head_width(m) -> int:
@@ -126,7 +87,7 @@ class LlamaAttention(nn.Cell):
         v = permute(self.v_proj(x).reshape(b, t, self.n_kv, self.d_head), (0, 2, 1, 3))
         return q, permute(k, (0, 1, 3, 2)), v
 
-    def attend(self, q, k, v, hidden):  # hidden: True where a query may not look, (Tq, Tk) or (Tk,)
+    def attend(self, q, k, v, hidden):  # hidden: True where a query may not look, (Tq, Tk), (Tk,) or (B, 1, 1, Tq, Tk)
         b, kv, g, t, d = q.shape  # the G query heads of a key/value head as the rows of one matrix
         scores = ops.matmul(q.reshape(b, kv, g * t, d), k) * self.scale  # (B, KV, G * Tq, Tk)
         if self.softcap:
@@ -139,10 +100,13 @@ class LlamaAttention(nn.Cell):
     def construct(self, x, cos, sin):  # (B, T, C) -> (B, T, C)
         return self.prefill(x, cos, sin)[0]
 
-    def prefill(self, x, cos, sin):  # -> output (B, T, C) and this layer's keys and values
+    def prefill(self, x, cos, sin, padding=None):  # -> output (B, T, C) and this layer's keys and values
         q, k, v = self.heads(x, cos, sin)
         t = x.shape[1]
-        return self.attend(q, k, v, self.future[:t, :t]), k, v
+        hidden = self.future[:t, :t]
+        if padding is not None:  # (B, 1, 1, T, T): left padding's keys, hidden too
+            hidden = ops.logical_or(ops.broadcast_to(hidden, padding.shape), padding)
+        return self.attend(q, k, v, hidden), k, v
 
     def step(self, x, cos, sin, k_cache, v_cache, slot, hidden):
         """x (B, 1, C) at position ``pos`` (``slot``: the one-hot (T,) mask of it; cos/sin (1, R))."""
@@ -190,8 +154,8 @@ class LlamaDecoderLayer(nn.Cell):
     def feed_forward(self, x):
         return self.add(x, self.post_mlp_layernorm(self.mlp(self.post_attention_layernorm(x))))
 
-    def prefill(self, x, cos, sin):
-        y, k, v = self.self_attn.prefill(self.input_layernorm(x), cos, sin)
+    def prefill(self, x, cos, sin, padding=None):
+        y, k, v = self.self_attn.prefill(self.input_layernorm(x), cos, sin, padding)
         return self.feed_forward(self.add(x, self.post_self_attn_layernorm(y))), k, v
 
     def construct(self, x, cos, sin):
@@ -200,17 +164,6 @@ class LlamaDecoderLayer(nn.Cell):
     def step(self, x, cos, sin, k_cache, v_cache, slot, hidden):
         y, k_cache, v_cache = self.self_attn.step(self.input_layernorm(x), cos, sin, k_cache, v_cache, slot, hidden)
         return self.feed_forward(self.add(x, self.post_self_attn_layernorm(y))), k_cache, v_cache
-
-
-class Embedding(nn.Cell):
-    """A lookup table named ``weight``, as Hugging Face's ``embed_tokens``."""
-
-    def __init__(self, vocab_size: int, d_model: int):
-        super().__init__()
-        self.weight = Parameter(initializer(Normal(0.02), (vocab_size, d_model)), name="weight")
-
-    def construct(self, tokens):  # (B, T) int32 -> (B, T, C)
-        return ops.gather(self.weight, tokens, 0)
 
 
 class LlamaModel(nn.Cell):
@@ -239,6 +192,7 @@ class Llama(nn.Cell):
         self.matmul_transposed = ops.MatMul(transpose_b=True)
         self.lm_head = nn.Identity() if m.tie_embeddings else linear(m.d_model, vocab_size, False, "lm_head", m.lora)
         self.num_layers = m.n_layer + 1  # optim.layer_decay: embeddings 0, layers 1..n, norm and lm_head n + 1
+        self.left_pads = True  # prefill/step take a left padding (batched generation): RoPE is relative
 
     def layer_id(self, name: str) -> int:
         """A parameter's layer (optim.layer_decay): embed_tokens 0 (tied, the output projection with
@@ -271,28 +225,43 @@ class Llama(nn.Cell):
     def tables(self, i: int, cos, sin, local_cos, local_sin):
         return (local_cos, local_sin) if self.local[i] else (cos, sin)
 
-    def prefill(self, tokens):  # (B, T) -> logits, keys (B, KV, D, T) and values (B, KV, T, D) per layer
+    def prefill(self, tokens, pad=None):  # (B, T) -> logits, keys (B, KV, D, T) and values (B, KV, T, D) per layer
+        """``pad`` (B,) int32: rows left-padded by that many tokens (batched generation), whose keys
+        no query sees (a pad query sees itself: no empty softmax). RoPE's scores depend only on
+        the distance between positions, so a row shifted right computes as it would unpadded."""
         t = tokens.shape[1]
+        padding = None if pad is None else self.left_padding(pad, t)
         cos, sin, local_cos, local_sin = self.cos[:t], self.sin[:t], self.local_cos[:t], self.local_sin[:t]
         x = self.embed(tokens)
         keys, values = (), ()
         for i, layer in enumerate(self.model.layers):
-            x, k, v = layer.prefill(x, *self.tables(i, cos, sin, local_cos, local_sin))
+            x, k, v = layer.prefill(x, *self.tables(i, cos, sin, local_cos, local_sin), padding)
             keys += (k,)
             values += (v,)
         return self.logits(x), keys, values
 
-    def step(self, token, pos, keys, values):  # token (B, 1) int32 at position pos ((1,) int32)
+    def left_padding(self, pad, t: int):  # (B,) -> (B, 1, 1, T, T): keys of the left padding, but a query's own
+        b, positions = pad.shape[0], ops.arange(t, dtype=ms.int32)
+        padded = ops.broadcast_to(positions.reshape(1, 1, t) < pad.reshape(b, 1, 1), (b, t, t))
+        other = ops.broadcast_to(positions.reshape(t, 1) != positions.reshape(1, t), (b, t, t))
+        return ops.logical_and(padded, other).reshape(b, 1, 1, t, t)
+
+    def step(self, token, pos, keys, values, pad=None):  # token (B, 1) int32 at position pos ((1,) int32)
         """Logits (B, 1, vocab) of the next token and the caches with position ``pos`` filled in."""
         positions = ops.arange(self.block_size, dtype=ms.int32)
         slot, hidden = positions == pos, positions > pos  # (T,) each
+        if pad is not None:  # (B, 1, 1, 1, T): each row's left padding hidden too
+            b = pad.shape[0]
+            hidden = ops.logical_or(ops.broadcast_to(hidden, (b, self.block_size)),
+                                    positions.reshape(1, -1) < pad.reshape(b, 1)).reshape(b, 1, 1, 1, -1)
         cos, sin = ops.gather(self.cos, pos, 0), ops.gather(self.sin, pos, 0)  # (1, R)
         local_cos, local_sin = ops.gather(self.local_cos, pos, 0), ops.gather(self.local_sin, pos, 0)
         x = self.embed(token)  # (B, 1, C)
         new_keys, new_values = (), ()
         for i, layer in enumerate(self.model.layers):
             window = layer.self_attn.window
-            seen = hidden if window is None else hidden | (positions <= pos - window)
+            seen = hidden if window is None else ops.logical_or(hidden, ops.broadcast_to(positions <= pos - window,
+                                                                                          hidden.shape))
             x, k_cache, v_cache = layer.step(x, *self.tables(i, cos, sin, local_cos, local_sin), keys[i], values[i],
                                              slot, seen)
             new_keys += (k_cache,)

@@ -48,8 +48,8 @@ class LoRADense(nn.Dense):
         if self.has_bias:
             y = y + self.bias
         if not self.merged:
-            low = self.matmul_t(self.lora_dropout(x), self.lora_A)  # (N, rank)
-            y = y + self.matmul_t(low, self.lora_B) * self.scaling
+            low = self.matmul_t(self.lora_dropout(x), self.lora_A) * self.scaling  # (N, rank): scaled where small
+            y = y + self.matmul_t(low, self.lora_B)
         return y.reshape(shape[:-1] + (-1,))
 
     def delta(self) -> ms.Tensor:

@@ -32,7 +32,11 @@ def inverse_frequencies(d_rot: int, theta: float, scaling=None, context: int = 0
         medium = (wavelength >= original / high) & (wavelength <= original / low)
         return np.where(medium, smoothed, scaled), 1.0
     factor = scaling.factor
-    if kind == "longrope":  # Phi-3/4: the short factors within the original context (longer: long ones)
+    # longrope (Phi-3/4): the short factors when the context fits the original one, else the long
+    # ones at every position (transformers picks by the current length, so its generate switches
+    # mid-sequence once the text passes the original context: with block_size past it, greedy text
+    # that long can differ from transformers' there; within it, the tables are the same)
+    if kind == "longrope":
         factors = scaling.long_factor if context > original else scaling.short_factor
         attention = scaling.attention_factor or (
             math.sqrt(1 + math.log(factor) / math.log(original)) if factor > 1 else 1.0)
