@@ -29,10 +29,11 @@ class RMSNorm(nn.Cell):
 
 
 def permute(x, axes: tuple[int, ...]):
-    """``mint.permute``; a reshape when the axes that move all have length 1 (one token: faster)."""
-    moving = [axis for axis in axes if x.shape[axis] != 1]
+    """``mint.permute`` of the axes after the batch (which stays first, and may be dynamic: an
+    export); a reshape when the axes that move all have length 1 (one token: faster)."""
+    moving = [axis for axis in axes[1:] if x.shape[axis] != 1]
     if moving == sorted(moving):
-        return x.reshape(tuple(x.shape[axis] for axis in axes))
+        return x.reshape((-1, *(x.shape[axis] for axis in axes[1:])))
     return mint.permute(x, axes)
 
 
