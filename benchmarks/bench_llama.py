@@ -10,7 +10,8 @@ tied head: ~100 M parameters) and times its optimizer step (AdamW, batch 2 x 128
 with the project's own jit step, each case in a fresh process so peak RSS is its own: full
 fine-tuning, LoRA rank 8 on q_proj/v_proj, and transformers' ``LlamaForCausalLM`` of the same
 shapes in PyTorch eager (full fine-tuning, and LoRA through PEFT; torch.optim.AdamW), gradient
-clipping at 1.0 in all. Also: optimizer-state bytes, and tokens/s of cached generation
+clipping at 1.0 in all. Also: optimizer-state bytes, the RSS before the first step (runtime,
+network, optimizer) and what the steps add to it, and tokens/s of cached generation
 (``generate.CachedDecoder``). Not a test: it prints figures.
 """
 
@@ -98,6 +99,7 @@ def mindspore_case(project: Path, lora: bool, steps: int, jit: bool = True) -> d
     mask = np.zeros((s["batch"], s["block_size"]), np.float32)
     mask[:, s["block_size"] // 2:] = 1  # the assistant's half of each chat row
     batch = (ms.Tensor(tokens), ms.Tensor(mask))
+    before = peak_rss_mb()  # the runtime, the network and the optimizer, before any step
     start = time.perf_counter()
     step(batch, apply=True)[1].asnumpy()
     compile_s = time.perf_counter() - start
@@ -113,6 +115,7 @@ def mindspore_case(project: Path, lora: bool, steps: int, jit: bool = True) -> d
         "ms_per_step": 1000 * sorted(times)[len(times) // 2],
         "compile_s": compile_s,
         "peak_rss_mb": peak_rss_mb(),
+        "before_step_mb": before,
     }
     if not lora and jit:  # cached generation: 64 new tokens after an 8-token prompt
         model.network.set_train(False)
@@ -163,6 +166,7 @@ def torch_case(steps: int, lora: bool = False) -> dict:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
+    before = peak_rss_mb()
     step()
     times = []
     for _ in range(steps):
@@ -181,6 +185,7 @@ def torch_case(steps: int, lora: bool = False) -> dict:
         "optimizer_state_mb": state / 2**20,
         "ms_per_step": 1000 * sorted(times)[len(times) // 2],
         "peak_rss_mb": peak_rss_mb(),
+        "before_step_mb": before,
         "threads": torch.get_num_threads(),
     }
     if not lora:  # transformers' generate with its KV cache: 64 greedy tokens after the same 8-token prompt
@@ -238,7 +243,7 @@ def main() -> None:
             )
     print(
         f"{'':<30}{'params':>8}{'trainable':>11}{'opt state':>11}{'ms/step':>9}{'peak RSS':>10}"
-        f"{'torch ms/ours':>14}{'RSS/torch':>10}"
+        f"{'torch ms/ours':>14}{'RSS/torch':>10}{'before step':>13}{'step adds':>11}"
     )
     names = {
         "full": "MindSpore full fine-tune",
@@ -257,6 +262,7 @@ def main() -> None:
             f"{r['optimizer_state_mb']:>9.0f}MB{r['ms_per_step']:>9.0f}{r['peak_rss_mb']:>8.0f}MB"
             f"{peer.get('ms_per_step', float('nan')) / r['ms_per_step']:>14.2f}"
             f"{r['peak_rss_mb'] / peer.get('peak_rss_mb', float('nan')):>10.2f}"
+            f"{r['before_step_mb']:>11.0f}MB{r['peak_rss_mb'] - r['before_step_mb']:>9.0f}MB"
         )
     full, peer = results["full"], results["torch"]
     if "cached_tokens_per_s" in full and "cached_tokens_per_s" in peer:
