@@ -51,8 +51,8 @@ def stream(network, meta: dict, block_size: int, prompt: str = "", max_new_token
     check_settings(max_new_tokens, temperature, top_k, top_p)
     tokenizer = Tokenizer.from_meta(meta)
     vocab = tokenizer.vocab_size  # embedding rows past it (padding) are never drawn
-    eos = set(meta.get("generation", {}).get("eos_token_ids") or [tokenizer.eos_id]) - {None}
-    ids = [*(tokenizer.document_start if add_special_tokens else []), *tokenizer.encode(prompt, "--prompt").tolist()]
+    eos = end_ids(meta, tokenizer)
+    ids = prompt_ids(tokenizer, prompt, "--prompt", add_special_tokens)
     if len(ids) >= block_size:  # never cut silently: a conversation must fit whole, a text is said to be cut
         if not add_special_tokens:
             raise UserError(f"the conversation is {len(ids)} tokens, the model's context model.block_size="
@@ -104,8 +104,8 @@ def complete(network, meta: dict, block_size: int, prompts: list[str], max_new_t
         return [sample(network, meta, block_size, prompt, max_new_tokens, temperature, top_k, seed, True, top_p)
                 for prompt in prompts]
     tokenizer = Tokenizer.from_meta(meta)
-    vocab, eos = tokenizer.vocab_size, set(meta.get("generation", {}).get("eos_token_ids") or [tokenizer.eos_id])
-    rows = [[*tokenizer.document_start, *tokenizer.encode(prompt, "--prompts").tolist()] for prompt in prompts]
+    vocab, eos = tokenizer.vocab_size, end_ids(meta, tokenizer)
+    rows = [prompt_ids(tokenizer, prompt, "--prompts") for prompt in prompts]
     longest = max(map(len, rows))
     if longest + max_new_tokens > block_size:
         raise UserError(f"--prompts: the longest prompt is {longest} tokens; with --max-new-tokens {max_new_tokens} "
@@ -154,6 +154,16 @@ class BatchDecoder:
                                           ms.Tensor([self.position], ms.int32), keys, values, self.pad)
         self.position += 1
         return logits.asnumpy()[:, 0]
+
+
+def end_ids(meta: dict, tokenizer) -> set[int]:
+    """The checkpoint's end-of-text ids (generation_config.json's), else its tokenizer's."""
+    return set(meta.get("generation", {}).get("eos_token_ids") or [tokenizer.eos_id]) - {None}
+
+
+def prompt_ids(tokenizer, prompt: str, key: str, add_special_tokens: bool = True) -> list[int]:
+    """A prompt's ids, opened as the tokenizer opens a text (a Llama tokenizer's BOS)."""
+    return [*(tokenizer.document_start if add_special_tokens else []), *tokenizer.encode(prompt, key).tolist()]
 
 
 def decode_new(tokenizer, context: list[int], head: str, new: list[int]) -> str:

@@ -43,6 +43,10 @@ def head_width(m) -> int:
     return m.head_dim or m.d_model // m.n_head
 
 
+def rotary_width(m) -> int:  # the dims of each head RoPE turns
+    return int(head_width(m) * m.rotary_fraction)
+
+
 def is_sliding(m, layer: int) -> bool:
     return m.sliding_window is not None and (m.layer_types is None or m.layer_types[layer] == "sliding_attention")
 
@@ -183,7 +187,7 @@ class Llama(nn.Cell):
         self.tied, self.block_size = m.tie_embeddings, m.block_size
         self.embedding_scale, self.final_softcap, self.logits_scaling = (m.embedding_scale, m.final_softcap,
                                                                           m.logits_scaling)
-        d_rot = int(head_width(m) * m.rotary_fraction)
+        d_rot = rotary_width(m)
         self.cos, self.sin = rope_tables(m.block_size, d_rot, m.rope_theta, m.rope_scaling)
         local = m.local_rope_theta is not None  # Gemma-3: sliding layers turn at their own base, unscaled
         self.local_cos, self.local_sin = (rope_tables(m.block_size, d_rot, m.local_rope_theta) if local

@@ -53,25 +53,25 @@ class Layout:
         for part, piece in zip(parts, np.split(value, np.cumsum(rows)[:-1]) if len(parts) > 1 else [value]):
             yield f"{prefix}{part}.{kind}", self.rotary_rows(part, piece, shapes, forward=True)
 
+    @property
+    def fused_in(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """Each of our modules that is part of a fused one of theirs -> (that module, its parts)."""
+        return {part: (module, parts) for module, parts in self.fused.items() for part in parts}
+
     def to_theirs(self, tensors: dict[str, np.ndarray], shapes: dict[str, tuple]) -> dict[str, np.ndarray]:
         """Our tensors under their names, fused modules stacked again."""
-        theirs, back = {}, {ours: name for name, ours in self.renames.items()}
-        joined = {part: (module, parts) for module, parts in self.fused.items() for part in parts}
+        theirs, back, fused_in = {}, {ours: name for name, ours in self.renames.items()}, self.fused_in
         for name, value in tensors.items():
             match = LAYER.fullmatch(name)
             if match is None:
                 theirs[name] = value
                 continue
             prefix, module, kind = match.groups()
-            value = self.rotary_rows(module, value, shapes, forward=False)
-            if module in joined:
-                fused, parts = joined[module]
-                if module == parts[0]:
-                    pieces = [tensors[f"{prefix}{part}.{kind}"] for part in parts]
-                    theirs[f"{prefix}{fused}.{kind}"] = np.concatenate(
-                        [self.rotary_rows(part, piece, shapes, forward=False) for part, piece in zip(parts, pieces)])
-                continue
-            theirs[f"{prefix}{back.get(module, module)}.{kind}"] = value
+            fused, parts = fused_in.get(module, (back.get(module, module), (module,)))
+            if module == parts[0]:  # a fused module once, with its first part
+                pieces = [self.rotary_rows(part, tensors[f"{prefix}{part}.{kind}"], shapes, forward=False)
+                          for part in parts]
+                theirs[f"{prefix}{fused}.{kind}"] = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
         return theirs
 
     def rotary_rows(self, module: str, value: np.ndarray, shapes: dict[str, tuple], forward: bool) -> np.ndarray:
@@ -91,8 +91,7 @@ class Layout:
         adapter_config.json entries that differ per module. A fused module gets one adapter of rank
         r x (parts adapted): A the parts' A stacked, B block-diagonal (zero rows for a part not
         adapted), alpha scaled alike, so that B A alpha / rank is ours, part for part."""
-        tensors, ranks = {}, {}
-        joined = {part: (module, parts) for module, parts in self.fused.items() for part in parts}
+        tensors, ranks, joined = {}, {}, self.fused_in
         for name in adapters:
             prefix, module, kind = re.fullmatch(r"(model\.layers\.\d+\.)(.+)\.(lora_[AB])", name).groups() \
                 if name.startswith("model.layers.") else ("", name.rsplit(".", 1)[0], name.rsplit(".", 1)[1])
@@ -126,9 +125,10 @@ class Layout:
 
 def shapes_of(network, m) -> dict[str, tuple]:
     """Our parameters' shapes, and the head and rotary widths: the ``shapes`` a table reads."""
-    head = m.head_dim or m.d_model // m.n_head
+    from ...models.decoder import head_width, rotary_width
+
     return {**{name: tuple(p.shape) for name, p in network.parameters_and_names()},
-            "head_dim": head, "rotary_dim": int(head * m.rotary_fraction)}
+            "head_dim": head_width(m), "rotary_dim": rotary_width(m)}
 
 
 def refuse(reason: str):
@@ -170,7 +170,6 @@ def common_settings(config: dict, block_size: int | None) -> dict:
         refuse(f"hidden_act {act!r} is not computed by model.arch=llama (it computes {', '.join(ACTIVATIONS)})")
     rope = rope_parameters(config)
     head_dim = config.get("head_dim") or width // heads
-    rotary = rope.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0))
     window = config.get("sliding_window") if config.get("use_sliding_window", True) else None
     if config.get("use_bidirectional_attention"):
         refuse("use_bidirectional_attention (an encoder) is not a causal language model")
@@ -178,11 +177,16 @@ def common_settings(config: dict, block_size: int | None) -> dict:
             "n_kv_head": config.get("num_key_value_heads") or heads, "d_ff": config["intermediate_size"],
             "head_dim": head_dim if head_dim != width // heads else None,
             "rope_theta": float(rope["rope_theta"]), "rope_scaling": rope_scaling(rope, config),
-            "rotary_fraction": float(rotary), "norm_eps": float(config.get("rms_norm_eps", 1e-6)),
+            "rotary_fraction": rotary_fraction(rope, config), "norm_eps": float(config.get("rms_norm_eps", 1e-6)),
             "activation": ACTIVATIONS[act], "bias": bool(config.get("attention_bias")),
             "o_bias": bool(config.get("attention_bias")), "mlp_bias": bool(config.get("mlp_bias")),
             "tie_embeddings": bool(config.get("tie_word_embeddings", False)),
             "sliding_window": window, "layer_types": config.get("layer_types") if window else None}
+
+
+def rotary_fraction(rope: dict, config: dict, default: float = 1.0) -> float:
+    """partial_rotary_factor: in rope_parameters (transformers 5) or at the top (earlier files)."""
+    return float(rope.get("partial_rotary_factor", config.get("partial_rotary_factor", default)))
 
 
 ACTIVATIONS = {"silu": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh"}

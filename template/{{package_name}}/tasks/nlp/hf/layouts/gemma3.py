@@ -2,7 +2,7 @@
 default, five sliding layers to one global, and two RoPEs: the sliding layers' own base
 (rope_local_base_freq), unscaled; the global layers' rope_theta with its scaling."""
 
-from .base import Layout, common_settings, every, refuse, rope_parameters, rope_scaling
+from .base import Layout, every, refuse, rope_parameters, rope_scaling, rotary_fraction
 from .gemma2 import GEMMA_NORMS, gemma
 
 
@@ -20,7 +20,7 @@ def traits(config: dict) -> dict:
     return {**gemma(config), "qk_norm": "head", "layer_types": types if config.get("sliding_window") else None,
             "rope_theta": float(full.get("rope_theta", 1e6)), "rope_scaling": rope_scaling(full, config),
             "local_rope_theta": float(local.get("rope_theta", 10000.0)),
-            "rotary_fraction": common_settings({**config, "rope_parameters": full}, None)["rotary_fraction"]}
+            "rotary_fraction": rotary_fraction(full, config)}
 
 
 LAYOUT = Layout("Gemma3ForCausalLM", "gemma3_text", traits, renames=GEMMA_NORMS)
