@@ -10,9 +10,11 @@ tied head: ~100 M parameters) and times its optimizer step (AdamW, batch 2 x 128
 with the project's own jit step, each case in a fresh process so peak RSS is its own: full
 fine-tuning, LoRA rank 8 on q_proj/v_proj, and transformers' ``LlamaForCausalLM`` of the same
 shapes in PyTorch eager (full fine-tuning, and LoRA through PEFT; torch.optim.AdamW), gradient
-clipping at 1.0 in all. Also: optimizer-state bytes, the RSS before the first step (runtime,
-network, optimizer) and what the steps add to it, and tokens/s of cached generation
-(``generate.CachedDecoder``). Not a test: it prints figures.
+clipping at 1.0 in all; both MindSpore cases also eagerly (``train.jit: false``: the
+difference is what the compiled graph keeps beyond the eager step's tensors). Also:
+optimizer-state bytes, the RSS before the first step (runtime, network, optimizer) and what the
+steps add to it, and tokens/s of cached generation (``generate.CachedDecoder``). Not a test: it
+prints figures.
 """
 
 from __future__ import annotations
@@ -202,7 +204,7 @@ def torch_case(steps: int, lora: bool = False) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=4)
-    cases = ["full", "full_eager", "lora", "torch", "torch_lora"]
+    cases = ["full", "full_eager", "lora", "lora_eager", "torch", "torch_lora"]
     p.add_argument("--case", choices=cases, help=argparse.SUPPRESS)
     p.add_argument("--project", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -210,7 +212,7 @@ def main() -> None:
         if args.case.startswith("torch"):
             result = torch_case(args.steps, args.case == "torch_lora")
         else:
-            lora, jit = args.case == "lora", args.case != "full_eager"
+            lora, jit = args.case.startswith("lora"), not args.case.endswith("_eager")
             result = mindspore_case(Path(args.project), lora, args.steps, jit)
         print(json.dumps(result))
         return
@@ -221,7 +223,7 @@ def main() -> None:
 
         project = generate(Path(tmp), "nlp", name="nlp", git=False)
         results = {}
-        for case in ("full", "full_eager", "torch", "lora", "torch_lora"):
+        for case in ("full", "full_eager", "torch", "lora", "lora_eager", "torch_lora"):
             run = subprocess.run(
                 [
                     sys.executable,
@@ -250,6 +252,7 @@ def main() -> None:
         "full_eager": "  the same, train.jit=false",
         "torch": "PyTorch eager full",
         "lora": "MindSpore LoRA r8 q,v",
+        "lora_eager": "  the same, train.jit=false",
         "torch_lora": "PyTorch + PEFT LoRA r8 q,v",
     }
     for case, r in results.items():
