@@ -33,12 +33,11 @@ def test_generated_code_is_lint_clean(tmp_path, task):
 
 
 # Tests of the layers every project shares (the sweep driver, the optional loggers, the config
-# errors, the environment doctor): the same code whatever the task, reached only through the
-# entry scripts or the loop's read-only progress, and each pays fresh processes. This repository
-# runs each in the projects where what it checks differs (sweeps: one task that maximises its
-# monitor, one that minimises it; the doctor: with the oneDNN cap (vision) and without), not in
-# all four; a generated project's own CI runs them all. Every other test of every suite runs in
-# every project.
+# errors, the environment doctor, the launcher, the loss scaler and optimizers): the same code
+# whatever the task. This repository runs each in one project, or in the two where what it
+# checks differs (config errors and the doctor's screen: with the oneDNN cap (vision) and
+# without), not in all four; a generated project's own CI runs them all. Every other test of
+# every suite runs in every project (an entry with no task: a test this repository runs in none).
 CAPPED_AND_NOT = ("vision", "nlp")
 FAULTS = ENGINE_ONCE = ("recommender",)
 SHARED_TESTS = {
