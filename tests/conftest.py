@@ -77,5 +77,7 @@ def pytest_collection_modifyitems(items):
 def pytest_xdist_auto_num_workers(config):
     """``-n auto``: one process more than cores (at most 4). With one per core, CI kept 1.7 of
     the 2 cores busy (the tests wait on subprocess and msrun start-ups, git, Copier). Fresh-clone
-    pytest, 2 cores: 2 processes 17 min 50 s, 3 processes 15 min 51 s, 4 processes 15 min 35 s."""
+    pytest, 2 cores: 2 processes 17 min 50 s, 3 processes 15 min 51 s, 4 processes 15 min 35 s.
+    With passive OpenMP and MindSpore's blocking host run (2026-12-06): 3 processes 15 min 54 s,
+    2 processes 16 min 12 s (less CPU, 30.3 against 31.5 min, but fewer waits overlapped)."""
     return min((os.cpu_count() or 1) + 1, 4)
