@@ -5,17 +5,19 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mindspore import nn
 
 from ..engine import checkpoint, runtime
 from ..engine.arrays import budget_note
-from ..engine.config import apply_override
+from ..engine.config import DEFAULT_CONFIG, apply_override, flatten
 from ..engine.errors import ConfigError
 from ..engine.schema import Config
+from ..engine.seams import named_code, untrusted
 from ..engine.task import Comm, Task
-from ..tasks import available, build_config, get_task
+from ..tasks import available, build_config, get_task, load_config
 
 
 @dataclass
@@ -37,6 +39,8 @@ def load_trained(path: str, overrides: list[str] = ()) -> Trained:
         apply_override(raw, item)
     saved = build_config(meta["config"], source=f"{path} (saved config)")
     cfg = build_config(raw, source=f"{path} (saved config)")
+    if named_code(flatten(cfg.to_dict())):  # your code it names: only what your config names too
+        untrusted(flatten(cfg.to_dict()), flatten(project_config(overrides)), path)
     runtime.setup(cfg)
     task = get_task(cfg.task)
     for key in task.fixed_data:  # what the network was built and evaluated for stays as it was trained
@@ -47,6 +51,13 @@ def load_trained(path: str, overrides: list[str] = ()) -> Trained:
     checkpoint.restore(params, network)
     network.set_train(False)
     return Trained(cfg, task, meta["task_meta"], network, meta["state"])
+
+
+def project_config(overrides: list[str]) -> dict[str, Any]:
+    """The project's own config (config/config.yaml + ``--set``), or {} where there is none."""
+    if not Path(DEFAULT_CONFIG).is_file():
+        return {}
+    return load_config(DEFAULT_CONFIG, overrides).to_dict()
 
 
 def evaluate_checkpoint(path: str, overrides: list[str] = ()) -> dict[str, float]:

@@ -25,6 +25,8 @@ from pydantic import BaseModel, ValidationError
 from .errors import ConfigError
 from .schema import Config
 
+DEFAULT_CONFIG = "config/config.yaml"  # the project's config, relative to its root (where the scripts run)
+
 
 class _Loader(yaml.SafeLoader):
     """YAML with YAML 1.2 floats: ``3e-4`` is a number (PyYAML's 1.1 rules read it as text)."""

@@ -156,6 +156,7 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
         cfg = continued_config(cfg, meta["config"], resume_path)
     caps = task.capabilities(cfg)
     caps.check(cfg)
+    task.check_seams(cfg)
     device = runtime.setup(cfg, distributed.local_rank())
     comm = distributed.init()
     if comm.size > 1 and not caps.distributed:
@@ -187,7 +188,7 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
         stretches.append([saved["step"], saved["total_steps"], total_steps])
     schedule = lr_schedule(cfg.optim, total_steps, stretches)
     optimizer = build_optimizer(cfg.optim, model.network.trainable_params(), schedule,
-                                layer_scales(cfg.optim, model, cfg.task), model.no_decay)
+                                layer_scales(cfg.optim, model, cfg.task), model.no_decay, task.optimizers)
     reducer = distributed.grad_reducer(optimizer.parameters, comm)
     step_fn = build_train_step(model, optimizer, reducer, cfg.train, cfg.runtime.jit_level,
                                distributed.mean_reducer(comm))
@@ -238,7 +239,7 @@ def evaluate(run: Run, hook: Hooks) -> dict[str, float]:
     with run.ema.applied():  # train.ema: the average is what is scored
         metrics = run.task.evaluate(run.network, run.data, run.cfg)
     run.network.set_train(True)
-    state, mode = run.state, run.task.mode
+    state, mode = run.state, run.task.mode_for(run.cfg)
     value = metrics[run.task.monitor_for(run.cfg)]
     better = state.best is None or (value > state.best if mode == "max" else value < state.best)
     run.improved = distributed.any_rank(better, run.comm)  # best.ckpt is saved by all ranks together

@@ -8,6 +8,7 @@ import mindspore as ms
 import numpy as np
 from mindspore import nn, ops
 
+from . import seams
 from .errors import ConfigError
 from .schema import Optim
 
@@ -21,7 +22,9 @@ def lr_schedule(cfg: Optim, total_steps: int, stretches: list = ()) -> np.ndarra
     for start, before, after in reversed(stretches):  # each step -> its place in the schedule as planned
         steps = np.where(steps > start, start + (steps - start) * (before - start) / max(after - start, 1), steps)
         total_steps = before
-    if cfg.schedule == "constant":
+    if seams.is_spec(cfg.schedule):
+        factor = your_schedule(cfg.schedule, steps, total_steps)
+    elif cfg.schedule == "constant":
         factor = np.ones_like(steps)
     elif cfg.schedule == "step":
         factor = cfg.gamma ** np.floor(steps / cfg.step_size)
@@ -34,13 +37,32 @@ def lr_schedule(cfg: Optim, total_steps: int, stretches: list = ()) -> np.ndarra
     return (cfg.lr * factor).astype(np.float32)
 
 
+def your_schedule(spec: str, steps: np.ndarray, total_steps: int) -> np.ndarray:
+    """optim.schedule as module:function: ``fn(step, total_steps)``, the factor of optim.lr at each step."""
+    fn = seams.load("optim.schedule", spec, function=True)
+    factor = np.array([fn(int(step) if step == int(step) else float(step), total_steps) for step in steps],
+                      dtype=np.float64)
+    if bad := np.flatnonzero(~np.isfinite(factor) | (factor < 0)).tolist():
+        raise ConfigError(f"optim.schedule={spec}: returned {factor[bad[0]]} at step {bad[0]}; "
+                          "a schedule returns a finite factor >= 0")
+    return factor
+
+
 def build_optimizer(cfg: Optim, params: list[ms.Parameter], schedule: np.ndarray,
-                    lr_scales: dict[str, float] | None = None, no_decay: tuple[str, ...] = ()) -> nn.Optimizer:
+                    lr_scales: dict[str, float] | None = None, no_decay: tuple[str, ...] = (),
+                    builtins: dict | None = None) -> nn.Optimizer:
     """The optimizer of ``params``; ``lr_scales`` (Parameter.name -> factor, ``layer_scales``) gives
     each parameter ``schedule`` times its factor (optim.layer_decay); ``no_decay`` (``Model.no_decay``)
-    names parameters left undecayed besides the vectors."""
+    names parameters left undecayed besides the vectors. ``builtins``: a task's own optimizers
+    (``Task.optimizers``: name -> fn(groups, lr)); optim.name as module:Class: yours, called as
+    ``Class(groups, learning_rate=lr, weight_decay=optim.weight_decay, **optim.kwargs)``."""
     lr = ms.Tensor(schedule)
     decayed = {p.name for p in params if decays(p, no_decay)}
+    if seams.is_spec(cfg.name):
+        cls = seams.load("optim.name", cfg.name, base=nn.Optimizer)
+        groups = param_groups(params, cfg.weight_decay, schedule, lr_scales, decayed)
+        return seams.build("optim.name", cfg.name, cls, params=groups, learning_rate=lr,
+                           weight_decay=cfg.weight_decay, **cfg.kwargs)
     if cfg.name == "adamw":  # decoupled: Adam's own (coupled) decay stays 0 in every group
         return AdamW(param_groups(params, 0.0, schedule, lr_scales, decayed) if lr_scales else params, lr,
                      [p for p in params if p.name in decayed], cfg.weight_decay)
@@ -49,8 +71,12 @@ def build_optimizer(cfg: Optim, params: list[ms.Parameter], schedule: np.ndarray
         return nn.SGD(groups, learning_rate=lr)
     if cfg.name == "momentum":
         return (Nesterov if cfg.nesterov else nn.Momentum)(groups, learning_rate=lr, momentum=cfg.momentum)
-    # lazy_adam updates only the embedding rows a sparse gradient touches (and their moments).
-    return nn.Adam(groups, learning_rate=lr, use_lazy=cfg.name == "lazy_adam")
+    if cfg.name in (builtins or {}):
+        return builtins[cfg.name](groups, lr)
+    if cfg.name != "adam":
+        raise ConfigError(f"optim.name={cfg.name}: not an optimizer of this task; use sgd, momentum, adam, adamw "
+                          f"or {seams.HOW}")
+    return nn.Adam(groups, learning_rate=lr)
 
 
 def decays(p: ms.Parameter, no_decay: tuple[str, ...] = ()) -> bool:

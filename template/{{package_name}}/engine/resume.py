@@ -3,7 +3,9 @@
 - The config comes from the checkpoint. ``--set`` may change only what is safe mid-run
   (``SAFE_ON_RESUME``); anything else is refused, naming the key.
 - ``train.callbacks`` is code to import: it comes from the current config, never from the file
-  (a checkpoint is data; its CRC is a checksum, not a signature).
+  (a checkpoint is data; its CRC is a checksum, not a signature). Your code the saved config
+  names elsewhere (``model.arch: my_code:MyCNN``, ``engine/seams.py``) must be named by the
+  current config too, or the resume is refused.
 - Resuming from a run folder's ``last.ckpt`` continues in that folder: log rows written after
   the checkpoint's step (the work lost with the interruption) are dropped, so the log reads as
   one run. Any other checkpoint (``best.ckpt``, ``step-N.ckpt``, a copy elsewhere) continues in
@@ -30,6 +32,7 @@ except ImportError:  # Windows: no advisory locks; the folder is not locked
 from .config import apply_override, build_config, flatten
 from .errors import CheckpointError, ConfigError
 from .schema import Config
+from .seams import untrusted
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +71,7 @@ def continued_config(cfg: Config, saved: dict[str, Any], path: Path) -> Config:
     # Validated like any config, so keys added to the schema since the checkpoint take defaults.
     then = flatten(build_config(saved, type(cfg), source=f"{path} (saved config)").to_dict())
     now = flatten(cfg.to_dict())
+    untrusted(then, now, str(path))  # your code it names: only what your config names too
     changes = [item for item in cfg.origin.get("overrides", [])
                if (key := item.partition("=")[0]) not in now or now[key] != then.get(key)]
     return resume_config(saved, changes, str(path), type(cfg))

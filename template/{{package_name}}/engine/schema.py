@@ -11,9 +11,11 @@ import hashlib
 import json
 import os
 import re
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from .seams import check_name, is_spec
 
 
 class Section(BaseModel):
@@ -70,6 +72,19 @@ class Train(Section):
     # exported instead of them (engine/ema.py); null = off. Must be in (0, 1), e.g. 0.999.
     ema: float | None = Field(None, gt=0, lt=1)
     callbacks: list[str] = []  # "module:Class" user callbacks, see logs/callbacks.py
+    # The eval metric that picks best.ckpt (and early stopping): null = the task's; any metric the
+    # task or eval.metrics reports. monitor_mode: max | min (null = the task's, for its own monitor).
+    monitor: str | None = None
+    monitor_mode: Literal["max", "min"] | None = None
+    # Your own loss as module:Class (engine/seams.py), built with loss_kwargs; null = the task's.
+    # What it receives is the task's contract (its README, "Make it yours").
+    loss: str | None = None
+    loss_kwargs: dict[str, Any] = {}
+
+    @field_validator("loss")
+    @classmethod
+    def _loss(cls, value: str | None) -> str | None:
+        return value if value is None else check_name(value, ())
 
 
 class Eval(Section):
@@ -78,15 +93,28 @@ class Eval(Section):
     # evaluation and after a resume, so best.ckpt is picked on the same examples. null = all.
     # eval.py evaluates all of them unless given --set eval.max_examples=N.
     max_examples: int | None = Field(None, gt=0)
+    # Your own metrics, module:function each, reported beside the task's under the function's name
+    # (what a function receives is the task's contract: its README, "Make it yours").
+    metrics: list[str] = []
+
+    @field_validator("metrics")
+    @classmethod
+    def _metrics(cls, value: list[str]) -> list[str]:
+        return [check_name(spec, ()) for spec in value]
 
 
 class Optim(Section):
-    name: Literal["sgd", "momentum", "adam", "adamw", "lazy_adam"] = "adam"  # lazy_adam: for sparse embeddings
+    # Built in: sgd | momentum | adam | adamw (and a task's own, OPTIMIZERS); or any nn.Optimizer
+    # subclass as module:Class, e.g. mindspore.nn:RMSProp, built with optim.kwargs (engine/optim.py).
+    name: str = "adam"
+    kwargs: dict[str, Any] = {}
     lr: float = Field(1e-3, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     momentum: float = Field(0.9, ge=0, lt=1)
     nesterov: bool = False  # momentum optimizer: Nesterov's variant
-    schedule: Literal["constant", "step", "cosine"] = "constant"
+    # constant | step | cosine, or your own factor of lr as module:function, fn(step, total_steps)
+    # (after warmup, as the built-ins)
+    schedule: str = "constant"
     warmup_steps: int = Field(0, ge=0)
     min_lr_ratio: float = Field(0.0, ge=0, le=1)  # cosine floor, as a fraction of lr
     step_size: int = Field(1000, gt=0)  # "step" schedule: decay every N optimizer steps
@@ -95,6 +123,26 @@ class Optim(Section):
     # L = head) learns at lr * layer_decay^(L - i), e.g. 0.65-0.75. null = off (1.0 is the same
     # rates, in per-layer groups). Archs whose model gives a layer map only; in (0, 1].
     layer_decay: float | None = Field(None, gt=0, le=1)
+
+    OPTIMIZERS: ClassVar[tuple[str, ...]] = ("sgd", "momentum", "adam", "adamw")
+    SCHEDULES: ClassVar[tuple[str, ...]] = ("constant", "step", "cosine")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_name(value, cls.OPTIMIZERS)
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: str) -> str:
+        return check_name(value, cls.SCHEDULES)
+
+    @model_validator(mode="after")
+    def _kwargs_for_your_own(self):
+        if self.kwargs and not is_spec(self.name):
+            raise ValueError(f"optim.kwargs is for your own optimizer (optim.name: module:Class); {self.name} "
+                             "takes optim.lr, weight_decay, momentum, nesterov")
+        return self
 
 
 class Output(Section):

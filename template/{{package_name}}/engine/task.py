@@ -41,6 +41,7 @@ from mindspore import Tensor, nn
 
 from .errors import ConfigError
 from .schema import Config
+from .seams import metric_name
 
 
 @dataclass(frozen=True)
@@ -185,8 +186,40 @@ class Task:
     # the training-time vocabulary) instead of fitting a new one. None: ``load_data(cfg)``.
     load_eval_data: Callable[[Config, dict], Data] | None = None
 
+    # What your own eval.metrics functions and train.loss Cell receive ("" = the task does not take them).
+    metric_inputs: str = ""
+    loss_inputs: str = ""
+    # A task's own optimizers besides the engine's (optim.name): name -> fn(parameter groups, lr schedule)
+    optimizers: dict[str, Callable[[list, Tensor], nn.Optimizer]] = field(default_factory=dict)
+
     def monitor_for(self, cfg: Config) -> str:
-        return self.monitor(cfg) if callable(self.monitor) else self.monitor
+        """train.monitor, or the task's own."""
+        return cfg.train.monitor or (self.monitor(cfg) if callable(self.monitor) else self.monitor)
+
+    def mode_for(self, cfg: Config) -> Literal["max", "min"]:
+        """train.monitor_mode, or the task's own for its own monitor."""
+        return cfg.train.monitor_mode or self.mode
 
     def metrics_for(self, cfg: Config) -> tuple[str, ...]:
-        return self.metrics(cfg) if callable(self.metrics) else self.metrics
+        """What ``evaluate`` reports: the task's metrics, then eval.metrics' (each function's name)."""
+        own = self.metrics(cfg) if callable(self.metrics) else self.metrics
+        return (*own, *(metric_name(spec) for spec in cfg.eval.metrics))
+
+    def check_seams(self, cfg: Config) -> None:
+        """Refuse eval.metrics or train.loss where the task does not take them, a train.monitor the
+        run does not report, or another metric than the task's without its mode."""
+        for key, value, takes in (("eval.metrics", cfg.eval.metrics, self.metric_inputs),
+                                  ("train.loss", cfg.train.loss, self.loss_inputs)):
+            if value and not takes:
+                raise ConfigError(f"{key}: the {cfg.task} task does not take your own yet; leave it empty")
+        monitor, reported = self.monitor_for(cfg), self.metrics_for(cfg)
+        if len(set(reported)) < len(reported):
+            twice = next(name for name in reported if reported.count(name) > 1)
+            raise ConfigError(f"eval.metrics: {twice} is reported twice (the {cfg.task} task reports "
+                              f"{', '.join(self.metrics_for(cfg)[:-len(cfg.eval.metrics)])}); rename your function")
+        if monitor not in reported:
+            raise ConfigError(f"train.monitor={monitor}: this {cfg.task} run reports {', '.join(reported)}; "
+                              "pick one, or add your metric to eval.metrics")
+        own = self.monitor(cfg) if callable(self.monitor) else self.monitor
+        if cfg.train.monitor_mode is None and monitor != own:
+            raise ConfigError(f"train.monitor={monitor}: set train.monitor_mode (max: higher is better, or min)")

@@ -13,9 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+from ..engine.config import DEFAULT_CONFIG
 from ..engine.errors import Interrupted, UserError
-
-DEFAULT_CONFIG = "config/config.yaml"
 
 
 def parser(description: str, checkpoint: bool = False) -> argparse.ArgumentParser:
@@ -98,16 +97,18 @@ def eval_main() -> NoReturn:
     guarded(main)
 
 
-def export_main() -> NoReturn:
+def export_main(folder_formats: dict[str, str] | None = None) -> NoReturn:
+    """``folder_formats``: the task's formats that are a folder of their own (nlp: hf, peft) -> what they are."""
     p = parser("Export a checkpoint to MINDIR and/or ONNX; each exported graph is checked against the network.",
                checkpoint=True)
     p.add_argument("--out", default="export", help="output folder (default: %(default)s)")
-    p.add_argument("--format", default="mindir",
-                   help="mindir | onnx | mindir,onnx; nlp llama: hf (a Hugging Face folder) | peft (its LoRA adapters "
-                        "alone) (default: %(default)s)")
+    folders = "".join(f" | {name} ({what})" for name, what in (folder_formats or {}).items())
+    p.add_argument("--format", default="mindir", help=f"mindir | onnx | mindir,onnx{folders} (default: %(default)s)")
     p.add_argument("--batch", type=int, default=None,
                    help="a fixed batch size for the ONNX graph (default: any, where the network allows it)")
-    p.add_argument("--dtype", default="fp32", help="hf, peft: the weights' fp32 | fp16 | bf16 (default: %(default)s)")
+    if folder_formats:
+        p.add_argument("--dtype", default="fp32",
+                       help=f"{', '.join(folder_formats)}: the weights' fp32 | fp16 | bf16 (default: %(default)s)")
     args = p.parse_args()
 
     def main():
@@ -115,7 +116,8 @@ def export_main() -> NoReturn:
         from ..deploy.export import export_checkpoint  # imports MindSpore: once there is a checkpoint
 
         formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
-        written = export_checkpoint(checkpoint, args.out, args.overrides, formats, args.batch, args.dtype)
+        written = export_checkpoint(checkpoint, args.out, args.overrides, formats, args.batch,
+                                    getattr(args, "dtype", "fp32"))
         for name, path in written.items():  # a graph file has its spec beside it
             spec = f" (+ {path.with_suffix('.json').name})" if path.suffix in (".mindir", ".onnx") else ""
             print(f"{name}: {path}{spec}")

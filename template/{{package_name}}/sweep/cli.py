@@ -35,7 +35,7 @@ def sweep_main() -> NoReturn:
         optuna()  # the extra is installed, before any slower check
         sweep = check_sweep(args.sweep, args.overrides)  # keys and values against the schema
         task = _task(sweep.base)
-        sweep.resolve(task.metrics_for(sweep.base), task.monitor_for(sweep.base), task.mode)
+        sweep.resolve(task.metrics_for(sweep.base), task.monitor_for(sweep.base), task.mode_for(sweep.base))
         runner = Runner(sweep, storage=args.storage, prune=args.prune, trials=args.trials or sweep.spec.trials,
                         root=Path.cwd())
         runner.say(f"{runner.trials} trials, {sweep.direction} {sweep.metric}, study in {runner.storage_url}")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from ...engine.schema import Config, DataSection, Section
+from ...engine.schema import Config, DataSection, Optim, Section
 
 
 class DataConfig(DataSection):
@@ -40,7 +40,13 @@ class ModelConfig(Section):
     shard_embeddings: bool = False
 
 
+class OptimConfig(Optim):
+    # lazy_adam: Adam that updates only the embedding rows a sparse gradient touches (model.sparse)
+    OPTIMIZERS: ClassVar[tuple[str, ...]] = (*Optim.OPTIMIZERS, "lazy_adam")
+
+
 class TaskConfig(Config):
+    optim: OptimConfig = OptimConfig()
     data: DataConfig = DataConfig()
     model: ModelConfig = ModelConfig()
 

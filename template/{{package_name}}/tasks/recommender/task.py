@@ -117,4 +117,5 @@ def capabilities(cfg) -> Capabilities:
 
 TASK = Task(name="recommender", load_data=load_data, build_model=build_model, evaluate=evaluate,
             monitor=monitor, mode="max", metrics=metrics, exports=exports, capabilities=capabilities,
-            fixed_data=("mode",), deploy_meta=deploy_meta, deploy_arrays=deploy_arrays)
+            fixed_data=("mode",), deploy_meta=deploy_meta, deploy_arrays=deploy_arrays,
+            optimizers={"lazy_adam": lambda groups, lr: nn.Adam(groups, learning_rate=lr, use_lazy=True)})

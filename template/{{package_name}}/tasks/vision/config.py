@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from ...engine.schema import Config, DataSection, Section, Train
+from ...engine.seams import check_name, is_spec
 from ...models.vit_layout import vit_sizes
 
 
@@ -52,8 +53,11 @@ class DataConfig(DataSection):
 
 class ModelConfig(Section):
     # small_cnn: small images, from scratch; resnet*: torchvision's ResNets (BatchNorm), weights importable;
-    # vit_tiny, vit_b_16: Vision Transformers in torchvision's layout (models/vit.py), weights importable
-    arch: Literal["small_cnn", "resnet18", "resnet34", "resnet50", "vit_tiny", "vit_b_16"] = "small_cnn"
+    # vit_tiny, vit_b_16: Vision Transformers in torchvision's layout (models/vit.py), weights importable;
+    # or your own nn.Cell class as module:Class, built as Class(num_classes=, in_channels=, image_size=,
+    # **model.kwargs) (tasks/vision/model.py: what it must do, and which keys below it takes)
+    arch: str = "small_cnn"
+    kwargs: dict[str, Any] = {}  # your own arch's keyword arguments
     widths: list[int] = [32, 64]  # small_cnn: channels per stage; each stage after the first halves H and W
     blocks_per_stage: int = Field(1, gt=0)  # small_cnn
     norm: Literal["group", "batch"] = "group"  # small_cnn; group: accumulation/data parallel exact
@@ -73,6 +77,26 @@ class ModelConfig(Section):
     vit_width: PositiveInt | None = None
     vit_mlp_dim: PositiveInt | None = None
 
+    ARCHS: ClassVar[tuple[str, ...]] = ("small_cnn", "resnet18", "resnet34", "resnet50", "vit_tiny", "vit_b_16")
+
+    @field_validator("arch")
+    @classmethod
+    def _arch(cls, value: str) -> str:
+        return check_name(value, cls.ARCHS)
+
+    @model_validator(mode="after")
+    def _yours_or_built_in(self):
+        if is_spec(self.arch):  # the built-in archs' options do not reach your class: refuse, never ignore
+            for key, off in (("dropout", 0.0), ("drop_path", 0.0), ("fast_conv", False), ("pretrained", None)):
+                if getattr(self, key) != off:
+                    raise ValueError(f"model.{key} is for the built-in archs; with model.arch={self.arch} set "
+                                     f"it to {'null' if off is None else str(off).lower()} (give your class its own "
+                                     "option through model.kwargs)")
+        elif self.kwargs:
+            raise ValueError(f"model.kwargs is for your own arch (model.arch: module:Class); {self.arch} takes "
+                             "the keys of this section")
+        return self
+
 
 class TrainConfig(Train):
     label_smoothing: float = Field(0.0, ge=0, lt=1)  # target = (1 - e) * one-hot + e / classes (timm: 0.1)
@@ -84,8 +108,17 @@ class TaskConfig(Config):
     model: ModelConfig = ModelConfig()
 
     @model_validator(mode="after")
+    def _loss_takes_hard_labels(self):
+        mixing = (self.data.mixup is not None or self.data.cutmix is not None) and self.data.mix_prob > 0
+        if self.train.loss and (mixing or self.train.label_smoothing):
+            raise ValueError(f"train.loss={self.train.loss} takes class labels; mixup/cutmix and "
+                             "train.label_smoothing make soft targets for the built-in loss: turn them off "
+                             "(data.mixup, data.cutmix: null, train.label_smoothing: 0) or set train.loss: null")
+        return self
+
+    @model_validator(mode="after")
     def _vit_fits(self):
-        if not self.model.arch.startswith("vit"):
+        if is_spec(self.model.arch) or not self.model.arch.startswith("vit"):
             return self
         patch, _, heads, width, _ = vit_sizes(self.model)
         if self.data.image_size % patch:

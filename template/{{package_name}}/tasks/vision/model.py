@@ -1,8 +1,22 @@
 """The classifier: a backbone chosen by ``model.arch`` (the registry, ``models/backbones.py``),
 dropout and a linear head; and its loss.
 
-Every arch has the same two parts, ``backbone`` and ``head``, so fine-tuning (load a backbone,
-train a new head, optionally with the backbone frozen) works alike for all of them.
+Every built-in arch has the same two parts, ``backbone`` and ``head``, so fine-tuning (load a
+backbone, train a new head, optionally with the backbone frozen) works alike for all of them.
+
+Your own network (``model.arch: my_code:MyCNN``) is any ``nn.Cell`` class, built as
+``MyCNN(num_classes=..., in_channels=..., image_size=..., **model.kwargs)`` (timm's
+``create_model(num_classes, in_chans)``), that maps (B, C, H, W) float32 images, normalised, to
+(B, num_classes) logits. That is all it needs; what some features need besides:
+
+- ``model.freeze_backbone``: a ``backbone`` attribute (a Cell: frozen, the rest trains);
+- ``optim.layer_decay``: ``layer_id(name) -> int`` (0 = stem .. ``num_layers`` = head) and ``num_layers``;
+X
+
+BatchNorm in your network works; as with the built-in ResNets, its statistics come from each
+micro-batch (accumulation approximates a big batch) and msrun averages them across ranks.
+Your loss (``train.loss: my_code:SmoothCE``): an ``nn.Cell`` class built with ``**train.loss_kwargs``,
+``construct(logits, labels) -> scalar``: (B, num_classes) float32 logits, (B,) int32 labels.
 """
 
 from __future__ import annotations
@@ -10,6 +24,8 @@ from __future__ import annotations
 import mindspore as ms
 from mindspore import nn, ops
 
+from ...engine import seams
+from ...engine.errors import ConfigError
 from ...models.backbones import Options, build_backbone
 from ...models.vit_layout import vit_sizes
 
@@ -23,32 +39,62 @@ def backbone_for(model_cfg, channels: int, image_size: int) -> nn.Cell:
         vit_sizes=vit, dropout=model_cfg.dropout))
 
 
+def your_network(cfg, num_classes: int, channels: int, image_size: int) -> nn.Cell:
+    """``model.arch`` as module:Class, built and checked on one batch of zeros (before anything is written)."""
+    spec = cfg.model.arch
+    cls = seams.load("model.arch", spec, base=nn.Cell)
+    network = seams.build("model.arch", spec, cls, num_classes=num_classes, in_channels=channels,
+                          image_size=image_size, **cfg.model.kwargs)
+    if cfg.model.freeze_backbone and not isinstance(getattr(network, "backbone", None), nn.Cell):
+        raise ConfigError(f"model.freeze_backbone: {cls.__name__} (model.arch={spec}) has no backbone Cell to "
+                          "freeze; give it a `backbone` attribute or set model.freeze_backbone: false")
+    shape = tuple(network(ops.zeros((2, channels, image_size, image_size), ms.float32)).shape)
+    if shape != (2, num_classes):
+        raise ConfigError(f"model.arch={spec}: {cls.__name__} maps 2 images of {channels}x{image_size}x{image_size} "
+                          f"to {shape}, not (2, {num_classes}) logits (num_classes={num_classes})")
+    return network
+
+
 class Classifier(nn.Cell):
     def __init__(self, backbone: nn.Cell, num_classes: int, dropout: float = 0.0):
         super().__init__()
         self.backbone = backbone
         self.dropout = nn.Dropout(p=dropout)
         self.head = nn.Dense(backbone.out_features, num_classes)
-        self.num_layers = backbone.num_layers  # the head's layer (optim.layer_decay)
+        # The head's layer (optim.layer_decay); a registered backbone without a layer map has none.
+        self.num_layers = getattr(backbone, "num_layers", None)
 
     def layer_id(self, name: str) -> int:
         """A parameter's layer for optim.layer_decay: the backbone's own count, the head last."""
         inner = name.removeprefix("backbone.")
         return self.backbone.layer_id(inner) if inner != name else self.num_layers
 
-    def freeze_backbone(self) -> None:
-        """Train only the head: backbone weights get no gradient, and BatchNorm layers (if any)
-        normalise with their stored statistics and never update them, in training too.
-        (Putting the backbone in eval mode would not last: ``set_train`` on any Cell above it
-        sets every Cell below it.)"""
-        for param in self.backbone.get_parameters():
-            param.requires_grad = False
-        for _, cell in self.backbone.cells_and_names():
-            if isinstance(cell, nn.BatchNorm2d):
-                cell.use_batch_statistics = False
-
     def construct(self, x):  # (B, C, H, W) -> logits (B, num_classes), float32 under mixed precision too
         return self.head(self.dropout(self.backbone(x))).astype(ms.float32)
+
+
+def freeze_backbone(network: nn.Cell) -> None:
+    """Train everything but ``network.backbone``: its weights get no gradient, and BatchNorm layers
+    (if any) normalise with their stored statistics and never update them, in training too.
+    (Putting the backbone in eval mode would not last: ``set_train`` on any Cell above it sets
+    every Cell below it.)"""
+    for param in network.backbone.get_parameters():
+        param.requires_grad = False
+    for _, cell in network.backbone.cells_and_names():
+        if isinstance(cell, nn.BatchNorm2d):
+            cell.use_batch_statistics = False
+
+
+class CriterionLoss(nn.Cell):
+    """train.loss: your criterion on the network's logits (after device augmentation, if any), in float32."""
+
+    def __init__(self, network: nn.Cell, criterion: nn.Cell, augment: nn.Cell | None = None):
+        super().__init__()
+        self.network, self.criterion, self.augment = network, criterion, augment
+
+    def construct(self, image, label, params=None):  # (B, C, H, W), (B,) int32, (B, PARAMS) float32
+        x = image if self.augment is None else self.augment(image, params)
+        return self.criterion(self.network(x).astype(ms.float32), label).astype(ms.float32)
 
 
 class ClassificationLoss(nn.Cell):

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 from mindspore import Tensor, nn, ops
 
-from ...engine import checkpoint
+from ...engine import checkpoint, seams
 from ...engine.arrays import budget, compiled, normalise, predict
 from ...engine.errors import CheckpointError, DataError
 from ...engine.pipeline import resolve_workers
+from ...engine.seams import is_spec, your_metrics
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from ...images.files import predict_files
 from ...models.backbones import backbone
@@ -17,25 +18,35 @@ from .augment import Augment
 from .config import ModelConfig
 from .data import load_data, load_eval_data, train_recipe
 from .mixing import RecipeLoss
-from .model import ClassificationLoss, Classifier, backbone_for
+from .model import ClassificationLoss, Classifier, CriterionLoss, backbone_for, freeze_backbone, your_network
 
 
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
-    backbone = backbone_for(cfg.model, meta["channels"], meta["image_size"])
-    network = Classifier(backbone, len(meta["classes"]), cfg.model.dropout)
+    """``model.arch``: a built-in backbone + head (``Classifier``), or your own class (``model.py``)."""
+    classes, channels, size = len(meta["classes"]), meta["channels"], meta["image_size"]
+    if is_spec(cfg.model.arch):
+        network = your_network(cfg, classes, channels, size)
+    else:
+        network = Classifier(backbone_for(cfg.model, channels, size), classes, cfg.model.dropout)
     if cfg.model.freeze_backbone:
-        network.freeze_backbone()
-    return Model(network=network, loss=build_loss(network, cfg, meta), layer_id=network.layer_id,
-                 num_layers=network.num_layers, no_decay=("class_token", "pos_embedding"))  # ViT's, as timm
+        freeze_backbone(network)
+    layered = callable(getattr(network, "layer_id", None)) and getattr(network, "num_layers", None) is not None
+    return Model(network=network, loss=build_loss(network, cfg, meta),
+                 layer_id=network.layer_id if layered else None, num_layers=network.num_layers if layered else 0,
+                 no_decay=("class_token", "pos_embedding"))  # ViT's, as timm
 
 
-def build_loss(network: Classifier, cfg, meta: dict) -> nn.Cell:
-    """Plain cross-entropy, or the recipe's loss when training images are
+def build_loss(network: nn.Cell, cfg, meta: dict) -> nn.Cell:
+    """Plain cross-entropy; your ``train.loss``; or the recipe's loss when training images are
     augmented on the device, mixed or their labels smoothed (``augment.py``, ``mixing.py``)."""
     recipe = train_recipe(cfg, meta)
+    augment = Augment(recipe, meta["mean"], meta["std"]) if recipe.on_device else None
+    if cfg.train.loss:  # the config refuses it with mixing or label smoothing (soft targets)
+        criterion = seams.build("train.loss", cfg.train.loss, seams.load("train.loss", cfg.train.loss, base=nn.Cell),
+                                **cfg.train.loss_kwargs)
+        return CriterionLoss(network, criterion, augment)
     if not recipe.active and not cfg.train.label_smoothing:
         return ClassificationLoss(network)
-    augment = Augment(recipe, meta["mean"], meta["std"]) if recipe.on_device else None
     return RecipeLoss(network, len(meta["classes"]), cfg.train.label_smoothing, augment, recipe.mixing,
                       meta["image_size"])
 
@@ -90,7 +101,8 @@ def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
         logits = predict(forward, data.eval["image"], rows=rows, prepare=lambda batch: normalise(batch, data.meta))
     labels = data.eval["label"][rows]
     loss = float(ops.cross_entropy(Tensor(logits), Tensor(labels)).asnumpy())
-    return {"accuracy": float((logits.argmax(1) == labels).mean()), "loss": loss, "examples": len(rows)}
+    return {"accuracy": float((logits.argmax(1) == labels).mean()), "loss": loss,
+            **your_metrics(cfg, logits, labels), "examples": len(rows)}
 
 
 def exports(network: nn.Cell, meta: dict, cfg) -> dict:
@@ -101,7 +113,8 @@ def exports(network: nn.Cell, meta: dict, cfg) -> dict:
 
 def capabilities(cfg) -> Capabilities:
     reasons = []
-    if backbone(cfg.model.arch).batch_norm or cfg.model.norm == "batch" and cfg.model.arch == "small_cnn":
+    built_in = not is_spec(cfg.model.arch)  # your network: BatchNorm in it is yours to know (model.py)
+    if built_in and backbone(cfg.model.arch).batch_norm or cfg.model.norm == "batch" and cfg.model.arch == "small_cnn":
         reasons.append("BatchNorm statistics come from each micro-batch (and, under msrun, each rank's batch), "
                        "not the whole batch")
     if (cfg.data.mixup is not None or cfg.data.cutmix is not None) and cfg.data.mix_prob > 0:
@@ -113,5 +126,6 @@ def capabilities(cfg) -> Capabilities:
 
 TASK = Task(name="vision", load_data=load_data, build_model=build_model, evaluate=evaluate,
             monitor="accuracy", mode="max", metrics=("accuracy", "loss"), exports=exports,
+            metric_inputs="logits (N, classes) float32, labels (N,) int32", loss_inputs="logits, labels",
             warm_start=warm_start, capabilities=capabilities, load_eval_data=load_eval_data,
             fixed_data=("image_size", "channels", "eval_crop"))

@@ -1,0 +1,110 @@
+"""Seams: the config keys that take a built-in name or your own code, named ``module:attr``.
+
+    model.arch: my_code:MyCNN            optim.name: mindspore.nn:RMSProp
+    optim.schedule: my_code:linear       train.loss: my_code:SmoothCE
+    eval.metrics: [my_code:macro_f1]     train.callbacks: [my_code:StopAtLoss]
+
+``module`` is imported as Python imports anything: a file or package at the project root (where
+``train.py`` runs; ``pip install -e .`` puts the root on the path too) or an installed package.
+Importing runs that module: a config names code you trust. A checkpoint never decides it:
+``untrusted`` lists what a saved config names that the current one does not.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any
+
+from .errors import ConfigError
+
+SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+HOW = "your own code as module:attr (README, 'Make it yours')"
+
+
+def is_spec(value: Any) -> bool:
+    return isinstance(value, str) and SPEC.fullmatch(value) is not None
+
+
+def check_name(value: str, builtins: tuple[str, ...]) -> str:
+    """For a schema's validator: a built-in name or a well-formed ``module:attr``."""
+    if value in builtins or is_spec(value):
+        return value
+    raise ValueError(f"{value!r} is none of {', '.join(builtins)}, nor {HOW}")
+
+
+def load(key: str, spec: str, base: type | None = None, function: bool = False) -> Any:
+    """The object ``spec`` names: a subclass of ``base``, or (``function``) a function; one line
+    naming ``key`` when it cannot be imported or is of another kind."""
+    module_name, _, attr = spec.partition(":")
+    try:
+        found = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"{key}={spec}: cannot import {module_name!r} ({exc}); put {module_name.split('.')[0]}"
+                          ".py at the project root or install its package") from None
+    for part in attr.split("."):
+        if not hasattr(found, part):
+            raise ConfigError(f"{key}={spec}: {module_name} has no {attr!r}")
+        found = getattr(found, part)
+    if base is not None and not (isinstance(found, type) and issubclass(found, base)):
+        raise ConfigError(f"{key}={spec}: {attr} is {_kind(found)}, not a subclass of "
+                          f"{base.__module__.split('.')[0]}.{base.__qualname__}")
+    if function and (isinstance(found, type) or not callable(found)):
+        raise ConfigError(f"{key}={spec}: {attr} is {_kind(found)}, not a function")
+    return found
+
+
+def build(key: str, spec: str, cls: type, **kwargs) -> Any:
+    """``cls(**kwargs)``, with a signature that does not fit said in one line naming ``key``."""
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        called = ", ".join(f"{name}=..." for name in kwargs)
+        raise ConfigError(f"{key}={spec}: {cls.__name__}({called}) failed: {exc}") from None
+
+
+def your_metrics(cfg, *arrays: Any) -> dict[str, float]:
+    """eval.metrics: each function on the task's arrays of the whole eval set (its README says which),
+    reported under the function's name."""
+    metrics = {}
+    for spec in cfg.eval.metrics:
+        value = load("eval.metrics", spec, function=True)(*arrays)
+        try:
+            metrics[metric_name(spec)] = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"eval.metrics: {spec} returned {type(value).__name__}, not a number") from None
+    return metrics
+
+
+def metric_name(spec: str) -> str:
+    """``my_code:macro_f1`` -> ``macro_f1``: the name an eval.metrics function is reported under."""
+    return spec.rpartition(":")[2].rpartition(".")[2]
+
+
+def _kind(obj: Any) -> str:
+    return f"the class {obj.__name__}" if isinstance(obj, type) else f"a {type(obj).__name__}"
+
+
+# The config keys that may name code (train.callbacks: its own rule, engine/resume.py).
+CODE_KEYS = ("model.arch", "optim.name", "optim.schedule", "train.loss", "eval.metrics", "data.path")
+
+
+def named_code(flat: dict[str, Any]) -> dict[str, str]:
+    """``key -> module:attr`` for every spec in a flattened config (lists: ``key[i]``)."""
+    found = {}
+    for key in CODE_KEYS:
+        value = flat.get(key)
+        for i, item in enumerate(value if isinstance(value, list) else [value]):
+            if is_spec(item):
+                found[f"{key}[{i}]" if isinstance(value, list) else key] = item
+    return found
+
+
+def untrusted(saved: dict[str, Any], current: dict[str, Any], source: str) -> None:
+    """Refuse a saved config (a checkpoint's) that names code the current config does not name
+    (flattened configs): a checkpoint is data and never decides what is imported."""
+    theirs, ours = named_code(saved), set(named_code(current).values())
+    if strange := {key: spec for key, spec in theirs.items() if spec not in ours}:
+        key, spec = next(iter(strange.items()))
+        raise ConfigError(f"{source} was trained with {key.partition('[')[0]}={spec}, which your config does not "
+                          f"name: code runs only when your config names it; set it there (or --set) to use it")
