@@ -5,19 +5,18 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from mindspore import nn
 
 from ..engine import checkpoint, runtime
 from ..engine.arrays import budget_note
-from ..engine.config import DEFAULT_CONFIG, apply_override, flatten
+from ..engine.config import apply_override, flatten, named_in_project
 from ..engine.errors import ConfigError
 from ..engine.schema import Config
-from ..engine.seams import named_code, untrusted
+from ..engine.seams import untrusted
 from ..engine.task import Comm, Task
-from ..tasks import available, build_config, get_task, load_config
+from ..tasks import available, build_config, get_task
 
 
 @dataclass
@@ -32,15 +31,16 @@ class Trained:
 def load_trained(path: str, overrides: list[str] = ()) -> Trained:
     """``overrides`` may point at other data (e.g. ``data.path=...``) but not change the model."""
     params, meta = checkpoint.read(path, tasks=available())
-    raw = json.loads(json.dumps(meta["config"]))
+    raw, given = json.loads(json.dumps(meta["config"])), {}
     for item in overrides:
         if item.startswith("model."):
             raise ConfigError(f"--set {item}: the model is the checkpoint's own; only data and runtime may change")
         apply_override(raw, item)
+        apply_override(given, item)
     saved = build_config(meta["config"], source=f"{path} (saved config)")
     cfg = build_config(raw, source=f"{path} (saved config)")
-    if named_code(flatten(cfg.to_dict())):  # your code it names: only what your config names too
-        untrusted(flatten(cfg.to_dict()), flatten(project_config(overrides)), path)
+    # The code it names (model.arch: my_code:MyCNN): only what your own config files or --set name.
+    untrusted(flatten(cfg.to_dict()), named_in_project(flatten(given)), path)
     runtime.setup(cfg)
     task = get_task(cfg.task)
     for key in task.fixed_data:  # what the network was built and evaluated for stays as it was trained
@@ -51,13 +51,6 @@ def load_trained(path: str, overrides: list[str] = ()) -> Trained:
     checkpoint.restore(params, network)
     network.set_train(False)
     return Trained(cfg, task, meta["task_meta"], network, meta["state"])
-
-
-def project_config(overrides: list[str]) -> dict[str, Any]:
-    """The project's own config (config/config.yaml + ``--set``), or {} where there is none."""
-    if not Path(DEFAULT_CONFIG).is_file():
-        return {}
-    return load_config(DEFAULT_CONFIG, overrides).to_dict()
 
 
 def evaluate_checkpoint(path: str, overrides: list[str] = ()) -> dict[str, float]:

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import ConfigError
 from .schema import Config
+from .seams import named_code
 
 DEFAULT_CONFIG = "config/config.yaml"  # the project's config, relative to its root (where the scripts run)
 
@@ -168,3 +169,19 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[f"{prefix}{key}"] = value
     return flat
+
+
+def named_in_project(*configs: dict[str, Any]) -> set[str]:
+    """The code your own config files name (config/config.yaml, config/experiments/), and ``configs``
+    (flattened: e.g. the run's own, with its ``--set``)."""
+    found = set()
+    for path in [Path(DEFAULT_CONFIG), *sorted(Path(DEFAULT_CONFIG).parent.glob("experiments/**/*.yaml"))]:
+        try:
+            tree = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue  # not there or unreadable: it names nothing (loading it says why, where it matters)
+        if isinstance(tree, dict):
+            found |= set(named_code(flatten(tree)).values())
+    for flat in configs:
+        found |= set(named_code(flat).values())
+    return found

@@ -29,7 +29,7 @@ try:
 except ImportError:  # Windows: no advisory locks; the folder is not locked
     fcntl = None
 
-from .config import apply_override, build_config, flatten
+from .config import apply_override, build_config, flatten, named_in_project
 from .errors import CheckpointError, ConfigError
 from .schema import Config
 from .seams import untrusted
@@ -71,7 +71,7 @@ def continued_config(cfg: Config, saved: dict[str, Any], path: Path) -> Config:
     # Validated like any config, so keys added to the schema since the checkpoint take defaults.
     then = flatten(build_config(saved, type(cfg), source=f"{path} (saved config)").to_dict())
     now = flatten(cfg.to_dict())
-    untrusted(then, now, str(path))  # your code it names: only what your config names too
+    untrusted(then, named_in_project(now), str(path))  # the code it names: only what your config names
     changes = [item for item in cfg.origin.get("overrides", [])
                if (key := item.partition("=")[0]) not in now or now[key] != then.get(key)]
     return resume_config(saved, changes, str(path), type(cfg))

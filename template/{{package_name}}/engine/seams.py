@@ -100,11 +100,11 @@ def named_code(flat: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-def untrusted(saved: dict[str, Any], current: dict[str, Any], source: str) -> None:
-    """Refuse a saved config (a checkpoint's) that names code the current config does not name
-    (flattened configs): a checkpoint is data and never decides what is imported."""
-    theirs, ours = named_code(saved), set(named_code(current).values())
-    if strange := {key: spec for key, spec in theirs.items() if spec not in ours}:
-        key, spec = next(iter(strange.items()))
-        raise ConfigError(f"{source} was trained with {key.partition('[')[0]}={spec}, which your config does not "
-                          f"name: code runs only when your config names it; set it there (or --set) to use it")
+def untrusted(saved: dict[str, Any], allowed: set[str], source: str) -> None:
+    """Refuse a saved config (a checkpoint's, flattened) that names code outside ``allowed``
+    (``engine.config.named_in_project``): a checkpoint is data and never decides what is imported."""
+    for key, spec in named_code(saved).items():
+        if spec not in allowed:
+            raise ConfigError(f"{source} was trained with {key.partition('[')[0]}={spec}, which your config does not "
+                              f"name: code runs only when your config names it; name it in config/config.yaml or "
+                              "an experiment file to use it")
