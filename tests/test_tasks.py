@@ -30,6 +30,24 @@ def test_generated_code_is_lint_clean(tmp_path, task):
         text=True,
     )
     assert lint.returncode == 0, lint.stdout[-3000:]
+    # The task's data and model sections of the template's config.yaml are exactly the schema's
+    # defaults: one source for each value (the project's own copy is the user's to change).
+    check = subprocess.run([sys.executable, "-c", SAME_AS_SCHEMA], cwd=project, capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr[-3000:]
+
+
+SAME_AS_SCHEMA = """
+import yaml
+from importlib import import_module
+shipped = yaml.safe_load(open("config/config.yaml", encoding="utf-8"))
+package = next(p.parent.name for p in __import__("pathlib").Path(".").glob("*/tasks/__init__.py"))
+schema = import_module(package + ".tasks").config_schema(shipped["task"])
+defaults = schema.model_validate({"task": shipped["task"]}).to_dict()
+read = schema.model_validate({"task": shipped["task"], "data": shipped["data"], "model": shipped["model"]}).to_dict()
+for section in ("data", "model"):
+    assert read[section] == defaults[section], section
+    assert set(shipped[section]) == set(defaults[section]), section
+"""
 
 
 # Tests of the layers every project shares (the sweep driver, the optional loggers, the config

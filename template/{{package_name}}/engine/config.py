@@ -78,9 +78,10 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 
 def merge(base: dict[str, Any], layer: dict[str, Any]) -> None:
-    """Layer ``layer`` over ``base`` in place: sections merge key by key, other values replace."""
+    """Layer ``layer`` over ``base`` in place: sections merge key by key, other values replace (a
+    ``*kwargs`` mapping too: the arguments of the class a layer names, never mixed with another's)."""
     for key, value in layer.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
+        if isinstance(value, dict) and isinstance(base.get(key), dict) and not key.endswith("kwargs"):
             merge(base[key], value)
         else:
             base[key] = value

@@ -6,9 +6,11 @@
 
 What a network must do ({{ package_name }}/tasks/vision/model.py): an ``nn.Cell`` class built as
 ``Class(num_classes=..., in_channels=..., image_size=..., **model.kwargs)`` that maps (B, C, H, W)
-normalised float32 images to (B, num_classes) logits.
+normalised float32 images to (B, num_classes) logits, in float32: end with ``.astype(ms.float32)``
+(nothing in fp32; under mixed precision, evaluation and export then read float32, as the built-ins).
 """
 
+import mindspore as ms
 from mindspore import nn
 
 
@@ -24,4 +26,4 @@ class TinyCNN(nn.Cell):
         self.head = nn.Dense(width * image_size * image_size, num_classes)
 
     def construct(self, x):  # (B, C, H, W) -> (B, num_classes)
-        return self.head(self.features(x).reshape(x.shape[0], -1))
+        return self.head(self.features(x).reshape(x.shape[0], -1)).astype(ms.float32)

@@ -162,7 +162,8 @@ def convert(src: str, out: str, *, classes: str | None = None, image_size: int |
                                   "expected a 1- or 3-channel stem and a 2-D head")
         channels = int(stem.shape[1])
         cfg = load_config(config, [*overrides, f"data.channels={channels}", f"data.image_size={image_size}",
-                                   "model.pretrained=null", "model.freeze_backbone=false", "model.dropout=0.0"])
+                                   "model.pretrained=null", "model.freeze_backbone=false", "model.dropout=0.0",
+                                   "model.kwargs={}"])
         mean, std = normalisation(src, hf, channels)
         meta = {"classes": class_names(classes, head.shape[0]), "image_size": image_size, "channels": channels,
                 "mean": mean, "std": std, "eval_crop": cfg.data.eval_crop,

@@ -7,7 +7,8 @@ backbone, train a new head, optionally with the backbone frozen) works alike for
 Your own network (``model.arch: my_code:MyCNN``) is any ``nn.Cell`` class, built as
 ``MyCNN(num_classes=..., in_channels=..., image_size=..., **model.kwargs)`` (timm's
 ``create_model(num_classes, in_chans)``), that maps (B, C, H, W) float32 images, normalised, to
-(B, num_classes) logits. That is all it needs; what some features need besides:
+(B, num_classes) float32 logits (end with ``.astype(ms.float32)``: under mixed precision evaluation
+and export then read float32, as with the built-ins). That is all it needs; some features need more:
 
 - ``model.freeze_backbone``: a ``backbone`` attribute (a Cell: frozen, the rest trains);
 - ``optim.layer_decay``: ``layer_id(name) -> int`` (0 = stem .. ``num_layers`` = head) and ``num_layers``;
