@@ -25,7 +25,14 @@ from msscaffold.errors import MsscaffoldError
 from msscaffold.gitcmd import git, toplevel
 from msscaffold.moves import follow_moves
 from msscaffold.rollback import rolled_back
-from msscaffold.source import TemplateSource, check_commit, copier_config, for_update
+from msscaffold.source import (
+    TemplateSource,
+    check_commit,
+    check_no_nested_repo,
+    copier_config,
+    for_update,
+    inside,
+)
 
 ANSWERS_FILE = ".copier-answers.yml"
 _BOOLS = dict.fromkeys(("true", "yes", "on", "1"), True) | dict.fromkeys(("false", "no", "off", "0"), False)
@@ -127,7 +134,10 @@ def _copier_call(fn, *args, **kwargs):
         raise MsscaffoldError(_one_line(exc)) from exc
     except ProcessExecutionError as exc:
         lines = [ln for ln in (exc.stderr or "").splitlines() if ln.strip()]
-        raise MsscaffoldError(f"git failed: {lines[-1] if lines else exc}") from exc
+        last = lines[-1] if lines else str(exc)
+        if "No url found for submodule" in last:  # a repository nested in a local template source
+            last += " (the template source holds another git repository: move that folder out of it)"
+        raise MsscaffoldError(f"git failed: {last}") from exc
 
 
 def _one_line(exc: Exception) -> str:
@@ -171,6 +181,10 @@ def new_project(
     missing or empty, and whatever this call created is removed again.
     """
     check_destination(dest)
+    if (root := inside(dest, source)) is not None:
+        raise MsscaffoldError(f"{dest} is inside the template source {root}: generate the project outside it "
+                              f"(e.g. msscaffold new {os.path.relpath(root.parent / Path(dest).name)})")
+    check_no_nested_repo(source)
     answers = check_data(data, copier_config(source))
     top, existed = _created_paths(dest)
     with rolled_back(lambda: _remove_output(top, existed)):
@@ -236,6 +250,7 @@ def update_project(
     answers = read_answers(path)
     source = for_update(str(answers["_src_path"]), vcs_ref)
     check_commit(source, str(answers["_commit"]))
+    check_no_nested_repo(source)
     top = toplevel(path)
     head = git("rev-parse", "HEAD", cwd=top).strip()
     with rolled_back(lambda: _restore(top, head)):

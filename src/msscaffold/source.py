@@ -167,6 +167,30 @@ def check_ref(source: TemplateSource) -> None:
         raise MsscaffoldError(f"template ref {source.ref!r} not found in {source.src}")
 
 
+def check_no_nested_repo(source: TemplateSource) -> None:
+    """Refuse, in one line, a local template work tree holding another git repository (e.g. a
+    project generated inside the msscaffold clone): Copier copies the work tree with it, and git
+    then fails on a submodule without a URL, for ``new`` and for every project's ``update``."""
+    path = source.path
+    if path is None or not (path / ".git").exists():
+        return
+    untracked = git("ls-files", "--others", "--directory", "--exclude-standard", "-z", cwd=path, check=False)
+    for rel in filter(None, untracked.split("\0")):
+        if rel.endswith("/") and (path / rel / ".git").exists():
+            folder = path / rel.rstrip("/")
+            raise MsscaffoldError(f"the template source {path} holds another git repository, {rel} (a project "
+                                  f"generated inside it?): move it out (mv {folder} {path.parent}/) and run again")
+
+
+def inside(dest: Path, source: TemplateSource) -> Path | None:
+    """The local template work tree that ``dest`` would land in, if any."""
+    root = source.path
+    if root is None or not (root / ".git").exists():
+        return None
+    target = Path(os.path.abspath(dest))
+    return root if target == root.resolve() or root.resolve() in target.parents else None
+
+
 def read_text(source: TemplateSource, rel: str) -> str | None:
     """A file of the template at the ref to be rendered, or None where it cannot be read cheaply."""
     path = source.path
