@@ -7,7 +7,7 @@ import shlex
 import signal
 
 import pytest
-from helpers import available_tasks, git, msscaffold, read_answers, task_facts
+from helpers import REPO, available_tasks, git, msscaffold, read_answers, task_facts
 from typer.testing import CliRunner
 
 from msscaffold import __version__
@@ -152,3 +152,43 @@ def test_only_copiers_answer_checks_count_as_user_errors():
     assert _is_answer_error(_raise_in("copier._user_data", "_parse_answer"))
     assert not _is_answer_error(_raise_in("copier._main", "_render_file"))  # a bug, not an answer
     assert not _is_answer_error(_raise_in("msscaffold.x", "validate_answer"))
+
+
+def quick_start_commands() -> list[str]:
+    """The README's quick start, one command per `&&`."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Quick start", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [part.strip() for part in block.strip().split("&&")]
+
+
+def test_quick_start_typed_in_a_clone_keeps_update_and_new_working(tmp_path):
+    """The quick start as typed, in a fresh clone (editable-install: the clone's src first on the path;
+    pip and the training are left out: the environment has the packages, test_tasks trains), then
+    `msscaffold update` in the project and a second `new` from the clone: all exit 0. Inside the
+    clone, `new` is refused in one line, and so is a clone that holds another repository."""
+    clone = tmp_path / "clone"
+    git("clone", "--quiet", str(REPO), str(clone), cwd=tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(clone / "src")}
+    cwd = clone
+    for command in quick_start_commands():
+        words = shlex.split(command)
+        if words[0] == "cd":
+            cwd = (cwd / words[1]).resolve()
+        elif words[0] == "msscaffold":
+            result = msscaffold(*words[1:], cwd=cwd, env=env)
+            assert result.returncode == 0, result.stderr
+        else:
+            assert words[0] in ("pip", "python"), command
+    assert cwd == tmp_path / "demo" and (cwd / ".copier-answers.yml").is_file()
+    assert git("status", "--porcelain", cwd=clone) == ""  # the clone sees nothing new
+    update = msscaffold("update", cwd=cwd, env=env)
+    assert update.returncode == 0, update.stderr
+    again = msscaffold("new", "--task", "recommender", "../rec2", cwd=clone, env=env)
+    assert again.returncode == 0, again.stderr
+
+    inside = msscaffold("new", "--task", "vision", "demo2", cwd=clone, env=env)
+    assert inside.returncode == 1 and "inside the template source" in inside.stderr
+    assert not (clone / "demo2").exists()
+    git("init", "--quiet", str(clone / "stray"), cwd=clone)
+    nested = msscaffold("update", cwd=cwd, env=env)
+    assert nested.returncode == 1 and nested.stderr.count("\n") == 1 and "stray/" in nested.stderr, nested.stderr
