@@ -302,3 +302,78 @@ def test_an_edit_of_a_network_that_moved_into_models_follows_it(tmp_path):
     assert not old.exists()
     assert "= stages  # [user edit]" in (dest / "proj" / "models" / "resnet.py").read_text()
     assert not any("resnet.py" in c for c in conflicts), conflicts
+
+
+# --- A project full of user edits across a template release ------------------------------
+
+MINE = '''"""The user's own code, named in config/config.yaml."""
+
+import numpy as np
+from mindspore import nn
+
+
+class MyCNN(nn.Cell):
+    def __init__(self, num_classes, in_channels, image_size):
+        super().__init__()
+        self.head = nn.Dense(in_channels * image_size * image_size, num_classes)
+
+    def construct(self, x):
+        return self.head(x.reshape(x.shape[0], -1))
+
+
+def macro_f1(logits, labels):
+    return float(np.mean(logits.argmax(1) == labels))
+'''
+USER_SEAMS = {"arch: small_cnn": "arch: mine:MyCNN", "seed: 42": "seed: 7", "monitor: null": "monitor: macro_f1",
+              "monitor_mode: null": "monitor_mode: max", "metrics: []": "metrics: [mine:macro_f1]",
+              "name: adam": "name: mindspore.nn:RMSProp", "schedule: cosine": "schedule: custom.optim:linear"}
+
+
+def test_a_project_full_of_user_edits_updates_with_no_conflict(tmp_path, template):
+    """The seams set in config/config.yaml, the user's module at the root, their own versions of
+    custom/ and an experiment; then a release that changes the template's copies of all of them
+    (the arch list, config.yaml's header, the engine, custom/'s examples, the experiment): `update`
+    exits 0 with no conflict, every user edit is as it was, and the engine change arrives."""
+    result = msscaffold("new", "proj", "--task", "vision", "--template", str(template), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    project, package = tmp_path / "proj", tmp_path / "proj" / "proj"
+    config = project / "config" / "config.yaml"
+    text = config.read_text()
+    for old, new in USER_SEAMS.items():
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    config.write_text(text)
+    (project / "mine.py").write_text(MINE)
+    (project / "custom" / "models.py").write_text('"""My models: none yet."""\n')
+    (project / "config" / "experiments" / "quick.yaml").write_text("train:\n  epochs: 1\n")
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "make it mine", cwd=project)
+    ours = {p: p.read_bytes() for p in (config, project / "mine.py", project / "custom" / "models.py",
+                                         project / "config" / "experiments" / "quick.yaml")}
+
+    def edit(rel: str, old: str, new: str) -> None:
+        file = template / "template" / rel
+        assert old in file.read_text(), (rel, old)
+        file.write_text(file.read_text().replace(old, new, 1))
+
+    edit("config/config.yaml.jinja", "# Unknown keys and wrong types", "# A header line of the new release.\n"
+         "# Unknown keys and wrong types")
+    edit("config/config.yaml.jinja", "seed: {{ seed }}", "seed: {{ seed }}  # (release 1.1)\n# below the seed")
+    edit("{{package_name}}/tasks/vision/config.py", '"vit_b_16")', '"vit_b_16", "resnet101")')
+    edit("{{package_name}}/engine/loop.py", '"""The training loop,', '"""(1.1) The training loop,')
+    edit("_partials/vision/custom/models.py", '"""Your networks.', '"""Your networks (1.1).')
+    edit("_partials/vision/config.jinja", "epochs: 2", "epochs: 3")
+    release_v2(template)
+
+    result = msscaffold("update", str(project))
+    assert result.returncode == 0, result.stderr
+    assert {p: p.read_bytes() for p in ours} == ours
+    assert '"resnet101")' in (package / "tasks" / "vision" / "config.py").read_text()
+    assert (package / "engine" / "loop.py").read_text().startswith('"""(1.1) The training loop,')
+    assert (project / "NEW.md").is_file() and read_answers(project)["_commit"] == "v1.1.0"
+    status = git("status", "--porcelain", cwd=project)
+    assert "config/" not in status and "custom/" not in status and "mine.py" not in status, status
+    load = subprocess.run([sys.executable, "-c", "from proj.tasks import load_config; "
+                           "print(load_config('config/config.yaml').model.arch)"],
+                          cwd=project, capture_output=True, text=True)
+    assert load.stdout.strip() == "mine:MyCNN", load.stderr
