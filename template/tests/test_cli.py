@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ENGINE_TEST_MODEL
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -55,6 +57,65 @@ def test_refused_before_training(script, tmp_path, overrides, needle):
     result = script("train.py", "--set", f"output.dir={tmp_path}", *[arg for o in overrides for arg in ("--set", o)])
     assert_one_line_error(result, needle)
     assert not list(tmp_path.glob("*/*.ckpt"))
+
+
+SCHEDULE = """from pathlib import Path
+
+Path(__file__).with_name("imported").touch()  # a mark that this module was imported
+
+
+def linear(step, total_steps):
+    return 1 - step / total_steps
+
+
+def broken(step, total_steps):
+    return float("nan") if step == 3 else 1.0
+"""
+
+
+@pytest.mark.parametrize("overrides, needles", [
+    (["optim.name=no_such_module:Opt"], ("optim.name=no_such_module:Opt", "cannot import 'no_such_module'")),
+    (["optim.name=mindspore.nn:NoSuch"], ("optim.name=mindspore.nn:NoSuch", "has no 'NoSuch'")),
+    (["optim.name=os.path:join"], ("optim.name=os.path:join", "not a subclass of mindspore.nn.Optimizer")),
+    (["optim.name=mindspore.nn:RMSProp", "optim.kwargs={no_such: 1}"], ("optim.name", "RMSProp(", "no_such")),
+    (["optim.kwargs={beta1: 0.8}"], ("optim.kwargs is for your own optimizer",)),
+    (["optim.schedule=os:sep"], ("optim.schedule=os:sep", "not a function")),
+    (["optim.schedule=your_schedule:broken"], ("optim.schedule=your_schedule:broken", "nan at step 3")),
+    (["train.monitor=no_such_metric"], ("train.monitor=no_such_metric", "reports")),
+])
+def test_your_code_named_wrong_is_one_line(script, tmp_path, monkeypatch, overrides, needles):
+    """README "Make it yours": a name that is neither built in nor importable, or code of the wrong
+    kind, is one line naming the key, before anything is written."""
+    (tmp_path / "your_schedule.py").write_text(SCHEDULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "runs"
+    result = script("train.py", "--set", f"output.dir={out}", *[arg for o in overrides for arg in ("--set", o)])
+    assert_one_line_error(result, *needles)
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_checkpoint_never_decides_what_code_runs(script, tmp_path, monkeypatch):
+    """A checkpoint trained with your code (here optim.schedule) names it in its saved config:
+    eval.py, export.py and --resume import it only when your config or --set names it too."""
+    (tmp_path / "your_schedule.py").write_text(SCHEDULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out, mark, named = tmp_path / "runs", tmp_path / "imported", "optim.schedule=your_schedule:linear"
+    trained = script("train.py", "--set", f"output.dir={out}", "--set", "train.max_steps=2", "--set", named,
+                     *[arg for o in ENGINE_TEST_MODEL for arg in ("--set", o)])
+    assert trained.returncode == 0, trained.stderr
+    checkpoint = str(next(out.glob("*/last.ckpt")))
+    commands = (["eval.py", "--checkpoint", checkpoint],
+                ["export.py", "--checkpoint", checkpoint, "--out", str(tmp_path / "export")],
+                ["train.py", "--resume", checkpoint, "--set", f"output.dir={out}"])
+    for command in commands:
+        mark.unlink(missing_ok=True)
+        sys.modules.pop("your_schedule", None)
+        assert_one_line_error(script(*command), named, "your config does not name")
+        assert not mark.exists() and not (tmp_path / "export").exists()
+    resumed = script("train.py", "--resume", checkpoint, "--set", f"output.dir={out}", "--set", named,
+                     "--set", "train.max_steps=3")
+    assert resumed.returncode == 0 and mark.exists(), resumed.stderr
 
 
 def test_resume_from_missing_or_corrupt_checkpoint(tmp_path):

@@ -109,7 +109,8 @@ def layer_scales(cfg: Optim, model, task: str) -> dict[str, float] | None:
         return None
     if model.layer_id is None:
         raise ConfigError(f"optim.layer_decay={cfg.layer_decay}: this {task} configuration's network has no "
-                          "layer map (Model.layer_id); set optim.layer_decay to null")
+                          "layer map (your own: give it layer_id(name) -> layer and num_layers); set "
+                          "optim.layer_decay to null")
     scales = {}
     for name, param in model.network.parameters_and_names():  # names as the network sees them
         layer = model.layer_id(name)

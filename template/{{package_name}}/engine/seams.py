@@ -47,8 +47,8 @@ def load(key: str, spec: str, base: type | None = None, function: bool = False) 
             raise ConfigError(f"{key}={spec}: {module_name} has no {attr!r}")
         found = getattr(found, part)
     if base is not None and not (isinstance(found, type) and issubclass(found, base)):
-        raise ConfigError(f"{key}={spec}: {attr} is {_kind(found)}, not a subclass of "
-                          f"{base.__module__.split('.')[0]}.{base.__qualname__}")
+        where = "mindspore.nn" if base.__module__.startswith("mindspore.nn") else base.__module__
+        raise ConfigError(f"{key}={spec}: {attr} is {_kind(found)}, not a subclass of {where}.{base.__qualname__}")
     if function and (isinstance(found, type) or not callable(found)):
         raise ConfigError(f"{key}={spec}: {attr} is {_kind(found)}, not a function")
     return found
