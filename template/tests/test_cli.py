@@ -91,7 +91,7 @@ def test_your_code_named_wrong_is_one_line(script, tmp_path, monkeypatch, overri
     out = tmp_path / "runs"
     result = script("train.py", "--set", f"output.dir={out}", *[arg for o in overrides for arg in ("--set", o)])
     assert_one_line_error(result, *needles)
-    assert not out.exists()
+    assert [p.name for p in out.glob("*")] in ([], [".cache"])  # no run folder (a task may cache its data)
 
 
 @pytest.mark.slow

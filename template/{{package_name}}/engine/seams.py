@@ -7,7 +7,7 @@
 ``module`` is imported as Python imports anything: a file or package at the project root (where
 ``train.py`` runs; ``pip install -e .`` puts the root on the path too) or an installed package.
 Importing runs that module: a config names code you trust. A checkpoint never decides it:
-``untrusted`` lists what a saved config names that the current one does not.
+``untrusted`` refuses a saved config that names code your own config does not.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ def load(key: str, spec: str, base: type | None = None, function: bool = False) 
     except ImportError as exc:
         raise ConfigError(f"{key}={spec}: cannot import {module_name!r} ({exc}); put {module_name.split('.')[0]}"
                           ".py at the project root or install its package") from None
+    except SyntaxError as exc:
+        raise ConfigError(f"{key}={spec}: {exc.filename}, line {exc.lineno}: {exc.msg}") from None
     for part in attr.split("."):
         if not hasattr(found, part):
             raise ConfigError(f"{key}={spec}: {module_name} has no {attr!r}")

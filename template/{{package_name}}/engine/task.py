@@ -41,6 +41,7 @@ from mindspore import Tensor, nn
 
 from .errors import ConfigError
 from .schema import Config
+from . import seams
 from .seams import metric_name
 
 
@@ -212,6 +213,14 @@ class Task:
                                   ("train.loss", cfg.train.loss, self.loss_inputs)):
             if value and not takes:
                 raise ConfigError(f"{key}: the {cfg.task} task does not take your own yet; leave it empty")
+        # Your code is imported now, before any data is read: a wrong name or kind costs nothing.
+        named = [("optim.name", cfg.optim.name, {"base": nn.Optimizer}), ("optim.schedule", cfg.optim.schedule,
+                 {"function": True}), ("train.loss", cfg.train.loss, {"base": nn.Cell}),
+                 ("model.arch", getattr(cfg.model, "arch", None), {"base": nn.Cell}),
+                 *(("eval.metrics", spec, {"function": True}) for spec in cfg.eval.metrics)]
+        for key, value, kind in named:
+            if seams.is_spec(value):
+                seams.load(key, value, **kind)
         monitor, reported = self.monitor_for(cfg), self.metrics_for(cfg)
         if len(set(reported)) < len(reported):
             twice = next(name for name in reported if reported.count(name) > 1)
