@@ -191,4 +191,5 @@ def test_quick_start_typed_in_a_clone_keeps_update_and_new_working(tmp_path):
     assert not (clone / "demo2").exists()
     git("init", "--quiet", str(clone / "stray"), cwd=clone)
     nested = msscaffold("update", cwd=cwd, env=env)
-    assert nested.returncode == 1 and nested.stderr.count("\n") == 1 and "stray/" in nested.stderr, nested.stderr
+    assert nested.returncode == 1 and nested.stderr.count("\n") == 1, nested.stderr
+    assert "stray/" in nested.stderr

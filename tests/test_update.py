@@ -324,9 +324,15 @@ class MyCNN(nn.Cell):
 def macro_f1(logits, labels):
     return float(np.mean(logits.argmax(1) == labels))
 '''
-USER_SEAMS = {"arch: small_cnn": "arch: mine:MyCNN", "seed: 42": "seed: 7", "monitor: null": "monitor: macro_f1",
-              "monitor_mode: null": "monitor_mode: max", "metrics: []": "metrics: [mine:macro_f1]",
-              "name: adam": "name: mindspore.nn:RMSProp", "schedule: cosine": "schedule: custom.optim:linear"}
+USER_SEAMS = {
+    "arch: small_cnn": "arch: mine:MyCNN",
+    "seed: 42": "seed: 7",
+    "monitor: null": "monitor: macro_f1",
+    "monitor_mode: null": "monitor_mode: max",
+    "metrics: []": "metrics: [mine:macro_f1]",
+    "name: adam": "name: mindspore.nn:RMSProp",
+    "schedule: cosine": "schedule: custom.optim:linear",
+}
 
 
 def test_a_project_full_of_user_edits_updates_with_no_conflict(tmp_path, template):
@@ -356,8 +362,8 @@ def test_a_project_full_of_user_edits_updates_with_no_conflict(tmp_path, templat
         assert old in file.read_text(), (rel, old)
         file.write_text(file.read_text().replace(old, new, 1))
 
-    edit("config/config.yaml.jinja", "# Unknown keys and wrong types", "# A header line of the new release.\n"
-         "# Unknown keys and wrong types")
+    header = "# Unknown keys and wrong types"
+    edit("config/config.yaml.jinja", header, f"# A header line of the new release.\n{header}")
     edit("config/config.yaml.jinja", "seed: {{ seed }}", "seed: {{ seed }}  # (release 1.1)\n# below the seed")
     edit("{{package_name}}/tasks/vision/config.py", '"vit_b_16")', '"vit_b_16", "resnet101")')
     edit("{{package_name}}/engine/loop.py", '"""The training loop,', '"""(1.1) The training loop,')

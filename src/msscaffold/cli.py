@@ -192,7 +192,8 @@ def new(
             dest, source=src, data=answers, interactive=interactive, init_git=not no_git
         )
         out.print(f"Created {dest} ({result.get('task', '?')}, template {result.get('_commit', src.src)}).")
-        out.print(f"Next: cd {shlex.quote(str(dest))} && pip install -e '.[dev]' && python train.py", markup=False)
+        next_step = f"cd {shlex.quote(str(dest))} && pip install -e '.[dev]' && python train.py"
+        out.print(f"Next: {next_step}", markup=False)
 
 
 @app.command()

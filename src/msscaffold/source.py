@@ -178,8 +178,10 @@ def check_no_nested_repo(source: TemplateSource) -> None:
     for rel in filter(None, untracked.split("\0")):
         if rel.endswith("/") and (path / rel / ".git").exists():
             folder = path / rel.rstrip("/")
-            raise MsscaffoldError(f"the template source {path} holds another git repository, {rel} (a project "
-                                  f"generated inside it?): move it out (mv {folder} {path.parent}/) and run again")
+            raise MsscaffoldError(
+                f"the template source {path} holds another git repository, {rel} (a project generated "
+                f"inside it?): move it out (mv {folder} {path.parent}/) and run again"
+            )
 
 
 def inside(dest: Path, source: TemplateSource) -> Path | None:

@@ -39,10 +39,9 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from mindspore import Tensor, nn
 
+from . import seams
 from .errors import ConfigError
 from .schema import Config
-from . import seams
-from .seams import metric_name
 
 
 @dataclass(frozen=True)
@@ -204,7 +203,7 @@ class Task:
     def metrics_for(self, cfg: Config) -> tuple[str, ...]:
         """What ``evaluate`` reports: the task's metrics, then eval.metrics' (each function's name)."""
         own = self.metrics(cfg) if callable(self.metrics) else self.metrics
-        return (*own, *(metric_name(spec) for spec in cfg.eval.metrics))
+        return (*own, *(seams.metric_name(spec) for spec in cfg.eval.metrics))
 
     def check_seams(self, cfg: Config) -> None:
         """Refuse eval.metrics or train.loss where the task does not take them, a train.monitor the
