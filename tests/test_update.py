@@ -364,7 +364,7 @@ def test_a_project_full_of_user_edits_updates_with_no_conflict(tmp_path, templat
 
     header = "# Unknown keys and wrong types"
     edit("config/config.yaml.jinja", header, f"# A header line of the new release.\n{header}")
-    edit("config/config.yaml.jinja", "seed: {{ seed }}", "seed: {{ seed }}  # (release 1.1)\n# below the seed")
+    edit("config/config.yaml.jinja", "seed: {{ seed }}", "seed: {{ seed }}  # (1.1)\n# below the seed")
     edit("{{package_name}}/tasks/vision/config.py", '"vit_b_16")', '"vit_b_16", "resnet101")')
     edit("{{package_name}}/engine/loop.py", '"""The training loop,', '"""(1.1) The training loop,')
     edit("_partials/vision/custom/models.py", '"""Your networks.', '"""Your networks (1.1).')
