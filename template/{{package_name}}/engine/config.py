@@ -162,10 +162,10 @@ def _closest(loc: list[str], schema: type[BaseModel]) -> str | None:
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"train": {"epochs": 3}}`` -> ``{"train.epochs": 3}``."""
+    """``{"train": {"epochs": 3}}`` -> ``{"train.epochs": 3}`` (a ``*kwargs`` mapping is one value)."""
     flat = {}
     for key, value in tree.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and not key.endswith("kwargs"):
             flat.update(flatten(value, f"{prefix}{key}."))
         else:
             flat[f"{prefix}{key}"] = value

@@ -23,7 +23,8 @@ class TinyCNN(nn.Cell):
             nn.Conv2d(in_channels, width, 3, pad_mode="same"), nn.ReLU(),
             nn.Conv2d(width, width, 3, pad_mode="same"), nn.ReLU(),
         )
-        self.head = nn.Dense(width * image_size * image_size, num_classes)
+        self.flat = width * image_size * image_size
+        self.head = nn.Dense(self.flat, num_classes)
 
-    def construct(self, x):  # (B, C, H, W) -> (B, num_classes)
-        return self.head(self.features(x).reshape(x.shape[0], -1)).astype(ms.float32)
+    def construct(self, x):  # (B, C, H, W) -> (B, num_classes); -1: any batch, in an ONNX export too
+        return self.head(self.features(x).reshape(-1, self.flat)).astype(ms.float32)
