@@ -88,6 +88,7 @@ class Optim(Section):
     nesterov: bool = False  # momentum optimizer: Nesterov's variant
     schedule: Literal["constant", "step", "cosine"] = "constant"
     warmup_steps: int = Field(0, ge=0)
+    warmup_ratio: float | None = Field(None, ge=0, lt=1)  # warmup as a share of the run's steps (not both)
     min_lr_ratio: float = Field(0.0, ge=0, le=1)  # cosine floor, as a fraction of lr
     step_size: int = Field(1000, gt=0)  # "step" schedule: decay every N optimizer steps
     gamma: float = Field(0.1, gt=0, le=1)
@@ -95,6 +96,13 @@ class Optim(Section):
     # L = head) learns at lr * layer_decay^(L - i), e.g. 0.65-0.75. null = off (1.0 is the same
     # rates, in per-layer groups). Archs whose model gives a layer map only; in (0, 1].
     layer_decay: float | None = Field(None, gt=0, le=1)
+
+    @field_validator("warmup_ratio")
+    @classmethod
+    def _one_warmup(cls, value, info):
+        if value is not None and info.data.get("warmup_steps"):
+            raise ValueError("set optim.warmup_ratio or optim.warmup_steps, not both")
+        return value
 
 
 class Output(Section):
