@@ -1,10 +1,5 @@
 """Batches from a training source: seeded shuffling per epoch, strided sharding by rank.
 
-Every example trains every epoch: when the examples do not fill the last batch (of every rank,
-and of every accumulated step), that batch is filled with the first examples of the epoch's
-order, repeated (as torch's DistributedSampler pads its ranks), so every step keeps one shape
-for the compiled step. ``repeated`` says how many; the loop prints it at start.
-
 The order of epoch ``e`` depends only on (seed, e), and a source gives the same row for the
 same (index, epoch) every time, so a resumed run can jump to any (epoch, batch) position and see
 exactly the batches an uninterrupted run would. Arrays in memory and ``TrainSource`` rows
@@ -45,28 +40,23 @@ class Batches:
                  comm: Comm | None = None, workers: int = 1, accumulation: int = 1):
         self.source = Columns(train) if isinstance(train, dict) else train
         self.workers = workers  # parallel transform workers of a streamed source
-        self.batch_size = batch_size
-        self.seed = seed
+        self.batch_size, self.seed = batch_size, seed
         self.comm = comm = comm or Comm()
         self.total = len(self.source)
         if self.total // comm.size < batch_size:
-            raise DataError(
-                f"{self.total // comm.size} training examples per device is fewer than train.batch_size={batch_size}")
-        # Rows per rank and epoch: every example, rounded up to whole optimizer steps.
-        step_rows = batch_size * accumulation
-        self.per_rank = -(-self.total // (comm.size * step_rows)) * step_rows
-        self.repeated = self.per_rank * comm.size - self.total  # examples seen twice in an epoch
+            raise DataError(f"{self.total // comm.size} examples per device: fewer than train.batch_size={batch_size}")
+        self.per_rank = -(-self.total // (comm.size * batch_size * accumulation)) * batch_size * accumulation
+        self.repeated = self.per_rank * comm.size - self.total  # rows per rank: every example, whole steps
 
     def __len__(self) -> int:
-        """Batches per epoch, each full (the last one filled with repeated examples, see above)."""
+        """Batches per epoch, all full: every example once, the last batches end with the first ones again."""
         return self.per_rank // self.batch_size
 
     def epoch(self, epoch: int, start: int = 0) -> Iterator[tuple[Tensor, ...]]:
         # The order of rng.permutation(total), shuffled in place as int32 when it fits: half the memory.
         order = np.arange(self.total, dtype=np.int32 if self.total < 2**31 else np.int64)
         np.random.default_rng([self.seed, epoch]).shuffle(order)
-        if self.repeated:  # the epoch's first examples again at its end: the last batches are full
-            order = np.resize(order, self.total + self.repeated)
+        order = np.resize(order, self.total + self.repeated) if self.repeated else order  # as DistributedSampler
         # Strided shard (as MindSpore's samplers): batch i of every rank together is exactly
         # batch i of a single process with batch_size * world_size.
         mine = order[self.comm.rank::self.comm.size]

@@ -87,12 +87,10 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
     log.info(f"{task.name}: {run.total_steps} optimizer steps, global batch {global_batch} = {cfg.train.batch_size} "
              f"x {k} accumulation x {run.comm.size} device(s) on {run.device}, "
              f"{'jit' if cfg.train.jit else 'PyNative'}, amp {cfg.train.amp_level}; run dir {run.run_dir}")
-    if run.batches.repeated:
-        log.info(f"data: {run.batches.total} training examples fill {run.steps_per_epoch} steps of {global_batch} "
-                 f"with {run.batches.repeated} repeated from the epoch's start: every example trains every epoch")
+    if run.batches.repeated:  # every example trains every epoch (engine/data.py)
+        log.info(f"data: {run.batches.total} examples, {run.batches.repeated} of them twice to fill the last step")
     if (warmup := warmup_steps(cfg.optim, run.total_steps)) >= run.total_steps > 0:
-        log.info(f"optim: all {run.total_steps} optimizer steps are inside the {warmup}-step warmup: the lr never "
-                 f"reaches optim.lr={cfg.optim.lr:g} (lower optim.warmup_steps, or set optim.warmup_ratio: 0.1)")
+        log.info(f"optim: all {run.total_steps} optimizer steps are inside the {warmup}-step warmup: lr < optim.lr")
     progress = Progress(run)
     hook = Hooks(run, [*callbacks], progress)
     hook("on_train_begin")
