@@ -17,7 +17,7 @@ class DataConfig(DataSection):
     # The table's columns: {user: <name>, item: <name>, rating: <name>, timestamp: <name>} (rating and
     # timestamp optional). null: MovieLens layouts, else the usual names (user/user_id, item/item_id, ...).
     columns: dict[str, str] | None = None
-    separator: str | None = None  # null: sniffed among , TAB ; |
+    separator: str | None = None  # null: the one of , TAB ; | the header holds most often; "\t" or tab: TAB
     numeric: list[str] = []  # other columns read as numbers (CTR side features, bucketed); the rest: categories
     ignore: list[str] = []  # other columns left out (top-K leaves out all of them)
     mode: Literal["topk", "ctr"] = "topk"  # topk: implicit feedback, rank items; ctr: predict rating >= like_threshold
@@ -61,7 +61,7 @@ class TaskConfig(Config):
             unknown = [key for key in d.columns if key not in ("user", "item", "rating", "timestamp")]
             if unknown or not {"user", "item"} <= set(d.columns):
                 raise ValueError(f"data.columns={d.columns}: keys are user, item (required), rating, timestamp")
-        if d.separator is not None and len(d.separator) != 1:
+        if d.separator is not None and len(d.separator) != 1 and d.separator not in ("\\t", "tab"):
             raise ValueError(f"data.separator={d.separator!r}: one character (',' or '\\t' ...), or null to sniff")
         if d.source != "files" and d.path is not None:
             raise ValueError(f"data.path={d.path!r} is read only with data.source=files (now {d.source})")

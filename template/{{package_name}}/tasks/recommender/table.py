@@ -29,6 +29,7 @@ def read_table(file: Path, columns: dict[str, str] | None, separator: str | None
     """``{"user", "item", "rating"?, "timestamp"?}`` plus each side column by its own name: ids as
     int64 when every cell is an integer, else str; rating float32; timestamp int64 (integers, or
     ISO dates as ns); side columns str, or float64 where ``numeric`` names them."""
+    separator = {"\\t": "\t", "tab": "\t"}.get(separator, separator)  # as typed in --set
     parquet = file.suffix.lower() in (".parquet", ".pq")
     table = _parquet(file) if parquet else None
     header = table.column_names if table is not None else _header(file, separator := separator or sniff(file))
