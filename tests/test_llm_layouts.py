@@ -405,7 +405,8 @@ def test_a_gpt_trained_here_exports_as_gpt2_with_our_logits(project, tmp_path):
 
 def test_generate_prompt_is_transformers_generate_of_the_tokenizers_ids(project, tmp_path):
     """``generate.py --prompt`` as typed, on a tokenizer that opens every text with a BOS (as
-    Llama's do): greedy text equal to transformers' ``generate(**tokenizer(prompt))``. (Mistral's
+    Llama's do): greedy text equal to transformers' ``generate(**tokenizer(prompt))`` with the folder's
+    generation_config.json (its repetition_penalty 1.05 applied, as transformers does). (Mistral's
     untied head: a tied random model only repeats its last token, BOS or not.)"""
     reference = hf_folder(tmp_path / "mistral", "mistral")
     bpe = tokenizers.Tokenizer.from_file(str(tmp_path / "mistral" / "tokenizer.json"))
@@ -424,7 +425,7 @@ def test_generate_prompt_is_transformers_generate_of_the_tokenizers_ids(project,
     assert ids["input_ids"][0, 0] == bpe.token_to_id("<|im_start|>")  # the tokenizer adds its BOS
     with torch.no_grad():
         out = reference.generate(**ids, max_new_tokens=12, do_sample=False, eos_token_id=[0, 2],
-                                 pad_token_id=0)
+                                 pad_token_id=0, repetition_penalty=GENERATION_CONFIG["repetition_penalty"])
     new = out[0, ids["input_ids"].shape[1]:].tolist()
     new = new[:-1] if new and new[-1] in (0, 2) else new  # the end of text is not printed
     prompt_ids = ids["input_ids"][0].tolist()
@@ -441,8 +442,10 @@ def test_generate_prompts_is_transformers_batched_greedy(project, tmp_path):
     assert run(project, "convert_weights.py", str(folder), "--out", "batch.ckpt").returncode == 0
     prompts = ["the lazy fox", "over the quick brown dog; the fox jumps", "dog"]
     (tmp_path / "prompts.txt").write_text("\n".join(prompts) + "\n\n")
+    # The repetition penalty off: transformers' would count the left padding as context
     generated = run(project, "generate.py", "--checkpoint", "batch.ckpt", "--prompts",
-                    str(tmp_path / "prompts.txt"), "--temperature", "0", "--max-new-tokens", "16")
+                    str(tmp_path / "prompts.txt"), "--temperature", "0", "--max-new-tokens", "16",
+                    "--repetition-penalty", "1")
     assert generated.returncode == 0, generated.stderr[-2000:]
     ours = [json.loads(line) for line in generated.stdout.splitlines()]
     tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"),
@@ -475,13 +478,16 @@ def test_an_imported_llama_exports_to_onnx_with_transformers_logits(project, tmp
     assert np.abs(logits[:, :20] - expected).max() <= 1e-4 * np.abs(expected).max()
 
 
-def test_a_lora_fine_tune_exports_merged_with_our_logits(project, tmp_path):
+def test_a_lora_fine_tune_exports_merged_with_our_logits(project, tmp_path, monkeypatch):
     """The user's round trip: import, LoRA on a chat file with nothing restated that a file says
     (the README's command), answer a chat, export: transformers and PEFT give our logits. The
     context comes from the file and the checkpoint: every example trains whole (0.10.1: the
     config's toy 64 tokens, longer conversations cut or dropped)."""
     hf_folder(tmp_path / "qwen", "qwen2.5", max_position_embeddings=512)
     assert run(project, "convert_weights.py", str(tmp_path / "qwen"), "--out", "q.ckpt").returncode == 0
+    again = run(project, "convert_weights.py", str(tmp_path / "qwen"), "--out", "q.ckpt")  # never overwritten
+    assert again.returncode == 1 and again.stderr.strip() == (
+        "error: --out q.ckpt exists: choose another path, or pass --force to replace it"), again.stderr
     turns = [{"from": "human", "value": "Where does the fox jump?"}, {"from": "gpt", "value": "Over it."}]
     long = [turns[0], {"from": "gpt", "value": "Over the lazy dog, then the fence, then home again. " * 6}]
     rows = [{"conversations": long if i % 4 == 0 else turns} for i in range(40)]
@@ -516,8 +522,11 @@ def test_a_lora_fine_tune_exports_merged_with_our_logits(project, tmp_path):
     with torch.no_grad():
         theirs = tuned(torch.from_numpy(tokens).long()).logits.numpy()
     assert np.abs(ours - theirs).max() <= 1e-4 * np.abs(ours).max()
-    assert json.loads((adapters / "adapter_config.json").read_text())["r"] == 4
-    # PEFT's one-line load finds the base by itself (0.10.1 named the .ckpt, which it cannot read)
+    adapter_config = json.loads((adapters / "adapter_config.json").read_text())
+    assert adapter_config["r"] == 4 and adapter_config["base_model_name_or_path"] == "qwen"  # no machine path
+    # PEFT's one-line load finds the base by itself (0.10.1 named the .ckpt, which it cannot read), here
+    # from the folder holding the model, as its name is given
+    monkeypatch.chdir(tmp_path)
     with torch.no_grad():
         auto = peft.AutoPeftModelForCausalLM.from_pretrained(str(adapters), dtype=torch.float32).eval()
         theirs = auto(torch.from_numpy(tokens).long()).logits.numpy()

@@ -5,8 +5,9 @@ graph's input and what its output means:
     classifier      an image file        -> the top classes and their probabilities
     scorer          a raw user id        -> the top items among the training items the user has not
                                             interacted with (as recommend.py; --include-seen: all)
-    ctr_model       user,item[,genre...] -> the probability that the user likes the item (the
-                                            item's genres from the spec unless given)
+    ctr_model       user,item[,side...][,genre...] -> the probability that the user likes the item
+                                            (side features in the spec's order; the item's genres
+                                            from the spec unless given)
     image_encoder   an image file        -> its embedding
     text_encoder    a caption            -> its embedding
     lm              a text               -> the text continued (greedy, --tokens new tokens)
@@ -83,9 +84,7 @@ def recommend(graph: Graph, value: str, args: argparse.Namespace) -> list[dict]:
     from ..tasks.recommender.ids import IdMap
 
     users, items = IdMap.from_meta(graph.meta["users"]), IdMap.from_meta(graph.meta["items"])
-    user = _integer(value, "a raw user id")
-    if user not in users:
-        raise UserError(f"user {user}: unknown (not in the training data)")
+    user = _raw_id(users, value.strip(), "user")
     candidates = items.known
     if not args.include_seen:
         if "seen_users" not in graph.arrays:
@@ -98,7 +97,7 @@ def recommend(graph: Graph, value: str, args: argparse.Namespace) -> list[dict]:
     user_rows = np.full(len(candidates), users.encode([user])[0], np.int32)
     logits = graph(user_rows, items.encode(candidates).astype(np.int32)).reshape(-1)
     best = np.lexsort((candidates, -logits))[:args.top]  # best first; ties by item id
-    return [{"item": int(candidates[i]), "probability": _sigmoid(logits[i])} for i in best]
+    return [{"item": candidates[i].item(), "probability": _sigmoid(logits[i])} for i in best]
 
 
 def click(graph: Graph, value: str, args: argparse.Namespace) -> dict:
@@ -106,11 +105,16 @@ def click(graph: Graph, value: str, args: argparse.Namespace) -> dict:
 
     if "users" not in graph.meta:
         raise UserError("this model was trained on a TSV feature file: feed its int32 feature rows to the graph")
-    user, item, *genres = [part.strip() for part in value.split(",")]
-    user_id, item_id = _integer(user, "a raw user id"), _integer(item, "a raw item id")
-    for kind, raw in (("user", user_id), ("item", item_id)):
-        if raw not in IdMap.from_meta(graph.meta[f"{kind}s"]):
-            raise UserError(f"{kind} {raw}: unknown (not in the training data)")
+    user, item, *rest = [part.strip() for part in value.split(",")]
+    user_id, item_id = (_raw_id(IdMap.from_meta(graph.meta[f"{kind}s"]), raw, kind)
+                        for kind, raw in (("user", user), ("item", item)))
+    side_names = [feature["name"] for feature in graph.meta.get("side", [])]
+    if len(rest) < len(side_names):
+        raise UserError(f"{value!r}: expected user,item,{','.join(side_names)}[,genre...] (the side features "
+                        "the model was trained with)")
+    side = {f["name"]: np.array([_number(v, f["name"]) if f["numeric"] else v])
+            for v, f in zip(rest, graph.meta.get("side", []))} if side_names else None
+    genres = rest[len(side_names):]
     if not genres:  # the item's own, as in training
         if "item_genres" not in graph.meta:
             raise UserError(f"{graph.name}.json has no item genres (an export before they were kept): export "
@@ -118,8 +122,8 @@ def click(graph: Graph, value: str, args: argparse.Namespace) -> dict:
         genres = graph.meta["item_genres"][str(item_id)]
     if unknown := [g for g in genres if g not in graph.meta["genres"]]:
         raise UserError(f"genre {unknown[0]!r}: not one of the training genres ({', '.join(graph.meta['genres'])})")
-    features = ctr_features(graph.meta, [user_id], [item_id], {item_id: genres})
-    return {"user": user_id, "item": item_id, "genres": genres,
+    features = ctr_features(graph.meta, [user_id], [item_id], {item_id: genres}, side)
+    return {"user": user_id, "item": item_id, "genres": genres, **({"side": rest[:len(side_names)]} if side else {}),
             "probability": _sigmoid(graph(features).reshape(-1)[0])}
 
 
@@ -177,11 +181,21 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _integer(value: str, what: str) -> int:
+def _raw_id(ids, text: str, kind: str):
+    """``text`` as a raw id of ``ids`` (an ``IdMap``: integer or string ids), or one line if unknown."""
+    raw = ids.parse(text)
+    if raw is None:
+        raise UserError(f"{kind} {text!r}: expected an integer (this model's {kind} ids are integers)")
+    if raw not in ids:
+        raise UserError(f"{kind} {text}: unknown (not in the training data)")
+    return raw
+
+
+def _number(text: str, name: str) -> float:
     try:
-        return int(value)
+        return float(text)
     except ValueError:
-        raise UserError(f"{value!r}: expected {what}") from None
+        raise UserError(f"{name} {text!r}: expected a number (a numeric side feature)") from None
 
 
 def _sigmoid(logit) -> float:

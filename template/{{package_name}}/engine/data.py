@@ -37,29 +37,29 @@ class Columns:
 
 class Batches:
     def __init__(self, train: dict[str, np.ndarray] | TrainSource | ExampleSource, batch_size: int, seed: int,
-                 comm: Comm | None = None, workers: int = 1):
+                 comm: Comm | None = None, workers: int = 1, accumulation: int = 1):
         self.source = Columns(train) if isinstance(train, dict) else train
         self.workers = workers  # parallel transform workers of a streamed source
-        self.batch_size = batch_size
-        self.seed = seed
+        self.batch_size, self.seed = batch_size, seed
         self.comm = comm = comm or Comm()
         self.total = len(self.source)
-        self.per_rank = self.total // comm.size
-        if self.per_rank < batch_size:
-            raise DataError(
-                f"{self.per_rank} training examples per device is fewer than train.batch_size={batch_size}")
+        if self.total // comm.size < batch_size:
+            raise DataError(f"{self.total // comm.size} examples per device: fewer than train.batch_size={batch_size}")
+        self.per_rank = -(-self.total // (comm.size * batch_size * accumulation)) * batch_size * accumulation
+        self.repeated = self.per_rank * comm.size - self.total  # rows per rank: every example, whole steps
 
     def __len__(self) -> int:
-        """Full batches per epoch (the ragged tail is dropped so every step has the same shape)."""
+        """Batches per epoch, all full: every example once, the last batches end with the first ones again."""
         return self.per_rank // self.batch_size
 
     def epoch(self, epoch: int, start: int = 0) -> Iterator[tuple[Tensor, ...]]:
         # The order of rng.permutation(total), shuffled in place as int32 when it fits: half the memory.
         order = np.arange(self.total, dtype=np.int32 if self.total < 2**31 else np.int64)
         np.random.default_rng([self.seed, epoch]).shuffle(order)
+        order = np.resize(order, self.total + self.repeated) if self.repeated else order  # as DistributedSampler
         # Strided shard (as MindSpore's samplers): batch i of every rank together is exactly
         # batch i of a single process with batch_size * world_size.
-        mine = order[self.comm.rank::self.comm.size][:self.per_rank]
+        mine = order[self.comm.rank::self.comm.size]
         if pipeline.is_streamed(self.source):
             b = self.batch_size
             for batch in pipeline.batches(self.source, mine[start * b:len(self) * b], epoch, b, self.workers):

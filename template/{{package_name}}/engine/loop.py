@@ -25,7 +25,7 @@ from . import checkpoint, distributed, pipeline, runtime
 from .data import Batches
 from .ema import EMA, NoEMA, build_ema
 from .errors import ConfigError, Interrupted
-from .optim import build_optimizer, current_lr, layer_scales, lr_schedule
+from .optim import build_optimizer, current_lr, layer_scales, lr_schedule, warmup_steps
 from .progress import Hooks, Progress
 from .resume import continued_config, find_resume, lock_run_dir, new_run_dir, resume_dir
 from .schema import Config
@@ -87,6 +87,10 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
     log.info(f"{task.name}: {run.total_steps} optimizer steps, global batch {global_batch} = {cfg.train.batch_size} "
              f"x {k} accumulation x {run.comm.size} device(s) on {run.device}, "
              f"{'jit' if cfg.train.jit else 'PyNative'}, amp {cfg.train.amp_level}; run dir {run.run_dir}")
+    if run.batches.repeated:  # every example trains every epoch (engine/data.py)
+        log.info(f"data: {run.batches.total} examples, {run.batches.repeated} of them twice to fill the last step")
+    if (warmup := warmup_steps(cfg.optim, run.total_steps)) >= run.total_steps > 0:
+        log.info(f"optim: all {run.total_steps} optimizer steps are inside the {warmup}-step warmup: lr < optim.lr")
     progress = Progress(run)
     hook = Hooks(run, [*callbacks], progress)
     hook("on_train_begin")
@@ -164,11 +168,8 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
                           f"{f' ({caps.reason})' if caps.reason else ''}; run it as one process")
     data = task.load_data(cfg)
     batches = Batches(data.train, cfg.train.batch_size, cfg.seed, comm,
-                      workers=pipeline.resolve_workers(cfg.data.workers))
-    per_epoch = len(batches) // cfg.train.grad_accum_steps
-    if per_epoch == 0:
-        raise ConfigError(f"train.grad_accum_steps={cfg.train.grad_accum_steps} exceeds the "
-                          f"{len(batches)} batches in an epoch")
+                      workers=pipeline.resolve_workers(cfg.data.workers), accumulation=cfg.train.grad_accum_steps)
+    per_epoch = len(batches) // cfg.train.grad_accum_steps  # whole steps: Batches rounds the epoch up to them
 
     total_steps = cfg.train.max_steps or cfg.train.epochs * per_epoch
     if meta is not None and meta["state"]["step"] > total_steps:

@@ -13,6 +13,11 @@ from .errors import ConfigError
 from .schema import Optim
 
 
+def warmup_steps(cfg: Optim, total_steps: int) -> int:
+    """``optim.warmup_steps``, or ``optim.warmup_ratio`` of the run's steps rounded up (as transformers)."""
+    return math.ceil(total_steps * cfg.warmup_ratio) if cfg.warmup_ratio is not None else cfg.warmup_steps
+
+
 def lr_schedule(cfg: Optim, total_steps: int, stretches: list = ()) -> np.ndarray:
     """Learning rate for each optimizer step: linear warmup, then constant/step/cosine.
     ``stretches``: ``[step, total before, total after]`` for each resume that changed the run's
@@ -22,6 +27,7 @@ def lr_schedule(cfg: Optim, total_steps: int, stretches: list = ()) -> np.ndarra
     for start, before, after in reversed(stretches):  # each step -> its place in the schedule as planned
         steps = np.where(steps > start, start + (steps - start) * (before - start) / max(after - start, 1), steps)
         total_steps = before
+    warmup = warmup_steps(cfg, total_steps)  # of the run as planned
     if seams.is_spec(cfg.schedule):
         factor = your_schedule(cfg.schedule, steps, total_steps)
     elif cfg.schedule == "constant":
@@ -29,11 +35,11 @@ def lr_schedule(cfg: Optim, total_steps: int, stretches: list = ()) -> np.ndarra
     elif cfg.schedule == "step":
         factor = cfg.gamma ** np.floor(steps / cfg.step_size)
     else:  # cosine from the end of warmup to the last step
-        span = max(total_steps - cfg.warmup_steps, 1)
-        progress = np.clip((steps - cfg.warmup_steps) / span, 0.0, 1.0)
+        span = max(total_steps - warmup, 1)
+        progress = np.clip((steps - warmup) / span, 0.0, 1.0)
         factor = cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + np.cos(math.pi * progress))
-    if cfg.warmup_steps:
-        factor = factor * np.minimum((steps + 1) / cfg.warmup_steps, 1.0)
+    if warmup:
+        factor = factor * np.minimum((steps + 1) / warmup, 1.0)
     return (cfg.lr * factor).astype(np.float32)
 
 

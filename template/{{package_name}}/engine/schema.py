@@ -116,6 +116,7 @@ class Optim(Section):
     # (after warmup, as the built-ins)
     schedule: str = "constant"
     warmup_steps: int = Field(0, ge=0)
+    warmup_ratio: float | None = Field(None, ge=0, lt=1)  # warmup as a share of the run's steps (not both)
     min_lr_ratio: float = Field(0.0, ge=0, le=1)  # cosine floor, as a fraction of lr
     step_size: int = Field(1000, gt=0)  # "step" schedule: decay every N optimizer steps
     gamma: float = Field(0.1, gt=0, le=1)
@@ -143,6 +144,13 @@ class Optim(Section):
             raise ValueError(f"optim.kwargs is for your own optimizer (optim.name: module:Class); {self.name} "
                              "takes optim.lr, weight_decay, momentum, nesterov")
         return self
+
+    @field_validator("warmup_ratio")
+    @classmethod
+    def _one_warmup(cls, value, info):
+        if value is not None and info.data.get("warmup_steps"):
+            raise ValueError("set optim.warmup_ratio or optim.warmup_steps, not both")
+        return value
 
 
 class Output(Section):

@@ -28,7 +28,7 @@ from ...engine.errors import UserError
 from ...run.cli import checkpoint_path, guarded, parser
 from .generate import check_settings, complete, stream
 
-DEFAULTS = {"temperature": 0.8, "top_k": None, "top_p": None}
+DEFAULTS = {"temperature": 0.8, "top_k": None, "top_p": None, "repetition_penalty": 1.0}
 
 
 def main() -> NoReturn:
@@ -47,6 +47,9 @@ def main() -> NoReturn:
     p.add_argument("--top-k", type=int, default=None, help="sample only among the k most likely tokens")
     p.add_argument("--top-p", type=float, default=None,
                    help="sample only among the fewest most likely tokens whose probabilities reach p")
+    p.add_argument("--repetition-penalty", type=float, default=None,
+                   help="> 1 discourages tokens already in the text, as transformers (default: the checkpoint's "
+                        "generation_config.json, else 1 = off)")
     p.add_argument("--seed", type=int, default=0, help="same seed, same text (default: %(default)s)")
     p.add_argument("--no-cache", dest="cache", action="store_false",
                    help="encode the whole context for every token instead of reusing cached keys/values "
@@ -56,7 +59,8 @@ def main() -> NoReturn:
 
 
 def _generate(args: argparse.Namespace) -> None:
-    check_settings(args.max_new_tokens, args.temperature or 0.0, args.top_k, args.top_p)  # before the slow load
+    check_settings(args.max_new_tokens, args.temperature or 0.0, args.top_k, args.top_p,  # before the slow load
+                   1.0 if args.repetition_penalty is None else args.repetition_penalty)
     prompts = read_prompts(args.prompts, args.batch_size) if args.prompts is not None else None
     checkpoint = checkpoint_path(args)
     from ...deploy.inference import load_trained  # imports MindSpore: after the settings check
@@ -66,6 +70,8 @@ def _generate(args: argparse.Namespace) -> None:
     trained = load_trained(checkpoint, args.overrides)
     merge(trained.network)  # LoRA adapters folded into their weights: plain matmuls (none: no-op)
     saved = trained.meta.get("generation", {})
+    if "repetition_penalty" not in saved:  # imported before it was kept: the file as it was
+        saved = {**saved, **{k: v for k, v in saved.get("original", {}).items() if k == "repetition_penalty"}}
     settings = {key: getattr(args, key) if getattr(args, key) is not None else saved.get(key, default)
                 for key, default in DEFAULTS.items()}
 
@@ -73,7 +79,7 @@ def _generate(args: argparse.Namespace) -> None:
         pieces = []
         for piece in stream(trained.network, trained.meta, trained.cfg.model.block_size, prompt, args.max_new_tokens,
                             settings["temperature"], settings["top_k"], args.seed, args.cache, settings["top_p"],
-                            stop, add_special_tokens=not rendered):
+                            stop, add_special_tokens=not rendered, repetition_penalty=settings["repetition_penalty"]):
             print(piece, end="", flush=True)
             pieces.append(piece)
         print(flush=True)
@@ -83,7 +89,8 @@ def _generate(args: argparse.Namespace) -> None:
         for start in range(0, len(prompts), args.batch_size):
             batch = prompts[start:start + args.batch_size]
             texts = complete(trained.network, trained.meta, trained.cfg.model.block_size, batch, args.max_new_tokens,
-                             settings["temperature"], settings["top_k"], args.seed, settings["top_p"])
+                             settings["temperature"], settings["top_k"], args.seed, settings["top_p"],
+                             settings["repetition_penalty"])
             for prompt, text in zip(batch, texts):
                 print(json.dumps({"prompt": prompt, "completion": text}, ensure_ascii=False), flush=True)
         return

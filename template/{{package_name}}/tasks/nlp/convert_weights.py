@@ -7,7 +7,10 @@ sharded, bf16), or GPT-2 weights (one ``model.safetensors``: ``hf/gpt2.py``).
     python convert_weights.py TinyLlama-1.1B/ --out weights/tinyllama.ckpt --verify
 
 ``--verify`` (needs PyTorch and transformers) runs the model in transformers and the converted
-network on the same random tokens and fails, writing nothing, if their logits differ.
+network on the same random tokens and fails, writing nothing, if their logits differ. An existing
+``--out`` is refused unless ``--force``. ``export.py --format peft`` records the base model as the
+folder's name, or as ``--hub-id`` (e.g. ``Qwen/Qwen2.5-0.5B-Instruct``): what PEFT loads the
+adapters onto, never this machine's path.
 """
 
 from __future__ import annotations
@@ -21,15 +24,18 @@ from ...run.cli import DEFAULT_CONFIG, guarded
 
 
 def convert(src: str, out: str, *, n_head: int | None = None, config: str = DEFAULT_CONFIG,
-            verify: bool = False, tokenizer: str | None = None, block_size: int | None = None) -> dict:
+            verify: bool = False, tokenizer: str | None = None, block_size: int | None = None,
+            force: bool = False, hub_id: str | None = None) -> dict:
     """Read ``src``, check it, optionally verify it against transformers, write ``out``; return a summary."""
     from .hf import importer
 
     if not out.endswith(".ckpt"):
         raise UserError(f"--out {out}: name the checkpoint *.ckpt")
+    if Path(out).exists() and not force:
+        raise UserError(f"--out {out} exists: choose another path, or pass --force to replace it")
     if importer.is_llama(src):
         return importer.convert(src, out, config=config, verify_logits=verify, tokenizer=tokenizer,
-                                block_size=block_size)
+                                block_size=block_size, base_name=hub_id)
     return convert_gpt2(src, out, n_head=n_head, config=config, verify=verify, tokenizer=tokenizer)
 
 
@@ -75,11 +81,14 @@ def main() -> NoReturn:
     p.add_argument("--config", default=DEFAULT_CONFIG, help="the config to record (default: %(default)s)")
     p.add_argument("--block-size", type=int, help="llama: context length (default: the model's, at most 2048)")
     p.add_argument("--verify", action="store_true", help="compare logits with transformers' (needs torch)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out")
+    p.add_argument("--hub-id", help="the base model's hub id, recorded for export.py --format peft "
+                                    "(default: the folder's name)")
     args = p.parse_args()
 
     def run():
         s = convert(args.src, args.out, n_head=args.n_head, config=args.config, verify=args.verify,
-                    tokenizer=args.tokenizer, block_size=args.block_size)
+                    tokenizer=args.tokenizer, block_size=args.block_size, force=args.force, hub_id=args.hub_id)
         diff = f", max |logit diff| vs transformers {s['max_abs_logit_diff']:.2e}" if args.verify else ""
         print(f"{args.src}: {s['arch']}, {s['n_layer']} layers x {s['d_model']} -> {s['out']}{diff}")
 

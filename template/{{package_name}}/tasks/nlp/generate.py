@@ -28,15 +28,17 @@ from ...engine.errors import UserError
 
 def sample(network, meta: dict, block_size: int, prompt: str = "", max_new_tokens: int = 200,
            temperature: float = 1.0, top_k: int | None = None, seed: int = 0, cache: bool = True,
-           top_p: float | None = None, stop: tuple[str, ...] = (), add_special_tokens: bool = True) -> str:
+           top_p: float | None = None, stop: tuple[str, ...] = (), add_special_tokens: bool = True,
+           repetition_penalty: float = 1.0) -> str:
     """Return up to ``max_new_tokens`` new tokens, decoded (the prompt is not repeated)."""
     return "".join(stream(network, meta, block_size, prompt, max_new_tokens, temperature, top_k, seed, cache, top_p,
-                          stop, add_special_tokens))
+                          stop, add_special_tokens, repetition_penalty))
 
 
 def stream(network, meta: dict, block_size: int, prompt: str = "", max_new_tokens: int = 200,
            temperature: float = 1.0, top_k: int | None = None, seed: int = 0, cache: bool = True,
-           top_p: float | None = None, stop: tuple[str, ...] = (), add_special_tokens: bool = True):
+           top_p: float | None = None, stop: tuple[str, ...] = (), add_special_tokens: bool = True,
+           repetition_penalty: float = 1.0):
     """The new text piece by piece, as tokens are drawn; it stops at an end-of-text token (the
     checkpoint's ``generation.eos_token_ids``, or its tokenizer's) or at a ``stop`` text (a chat
     turn's end, however it is tokenised), neither of which is shown. A piece never ends inside
@@ -45,10 +47,11 @@ def stream(network, meta: dict, block_size: int, prompt: str = "", max_new_token
     ``add_special_tokens``: the prompt starts as the tokenizer starts a text (a Llama tokenizer's
     BOS), as ``tokenizer(prompt)`` in transformers and every document in training; a rendered chat
     template carries its own. New tokens are decoded after the prompt's, not alone: a SentencePiece
-    word's leading space survives."""
+    word's leading space survives. ``repetition_penalty`` (generation_config.json's, e.g. Qwen2.5's
+    1.05) lowers the logit of every token already in the context, as transformers does."""
     from .data import Tokenizer
 
-    check_settings(max_new_tokens, temperature, top_k, top_p)
+    check_settings(max_new_tokens, temperature, top_k, top_p, repetition_penalty)
     tokenizer = Tokenizer.from_meta(meta)
     vocab = tokenizer.vocab_size  # embedding rows past it (padding) are never drawn
     eos = end_ids(meta, tokenizer)
@@ -68,7 +71,7 @@ def stream(network, meta: dict, block_size: int, prompt: str = "", max_new_token
     shown = ""
     for _ in range(max_new_tokens):
         if ids:
-            logits = next_logits(ids)[:vocab].astype(np.float64)
+            logits = penalize(next_logits(ids)[:vocab].astype(np.float64), ids, repetition_penalty)
         else:  # nothing to condition on: the training text's token frequencies
             logits = np.log(np.asarray(meta["unigram_counts"], dtype=np.float64) + 1.0)
         token = pick(logits, temperature, top_k, rng, top_p)
@@ -92,17 +95,17 @@ def stream(network, meta: dict, block_size: int, prompt: str = "", max_new_token
 
 def complete(network, meta: dict, block_size: int, prompts: list[str], max_new_tokens: int = 200,
              temperature: float = 1.0, top_k: int | None = None, seed: int = 0,
-             top_p: float | None = None) -> list[str]:
+             top_p: float | None = None, repetition_penalty: float = 1.0) -> list[str]:
     """The new text of each prompt, as ``sample`` gives it for that prompt alone (each row draws
     from its own generator seeded with ``seed``), computed as one batch: prompts left-padded to
     the longest, every row one step per token (a finished row steps on, ignored). A network
     whose positions are learned (``gpt``) has no left padding: its prompts run one by one."""
     from .data import Tokenizer
 
-    check_settings(max_new_tokens, temperature, top_k, top_p)
+    check_settings(max_new_tokens, temperature, top_k, top_p, repetition_penalty)
     if not getattr(network, "left_pads", False):
-        return [sample(network, meta, block_size, prompt, max_new_tokens, temperature, top_k, seed, True, top_p)
-                for prompt in prompts]
+        return [sample(network, meta, block_size, prompt, max_new_tokens, temperature, top_k, seed, True, top_p,
+                       repetition_penalty=repetition_penalty) for prompt in prompts]
     tokenizer = Tokenizer.from_meta(meta)
     vocab, eos = tokenizer.vocab_size, end_ids(meta, tokenizer)
     rows = [prompt_ids(tokenizer, prompt, "--prompts") for prompt in prompts]
@@ -118,7 +121,8 @@ def complete(network, meta: dict, block_size: int, prompts: list[str], max_new_t
     for _ in range(max_new_tokens):
         for i, row_logits in enumerate(logits):
             if not done[i]:
-                token = pick(row_logits[:vocab].astype(np.float64), temperature, top_k, rngs[i], top_p)
+                logits_i = penalize(row_logits[:vocab].astype(np.float64), rows[i] + new[i], repetition_penalty)
+                token = pick(logits_i, temperature, top_k, rngs[i], top_p)
                 done[i] = token in eos
                 new[i] += [] if done[i] else [token]
         if all(done):
@@ -228,7 +232,8 @@ class WindowDecoder:
         return self.forward(self.ms.Tensor(window)).asnumpy()[0, len(context) - 1]
 
 
-def check_settings(max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None = None) -> None:
+def check_settings(max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None = None,
+                   repetition_penalty: float = 1.0) -> None:
     if max_new_tokens < 0:
         raise UserError(f"--max-new-tokens={max_new_tokens}: must be >= 0")
     if not temperature >= 0:
@@ -237,6 +242,21 @@ def check_settings(max_new_tokens: int, temperature: float, top_k: int | None, t
         raise UserError(f"--top-k={top_k}: must be >= 1")
     if top_p is not None and not 0 < top_p <= 1:
         raise UserError(f"--top-p={top_p}: must be in (0, 1]")
+    if not repetition_penalty > 0:
+        raise UserError(f"--repetition-penalty={repetition_penalty}: must be > 0 (1 = off)")
+
+
+def penalize(logits: np.ndarray, context: list[int], penalty: float) -> np.ndarray:
+    """transformers' repetition penalty (CTRL's): each token id in ``context`` (prompt and new
+    tokens, each counted once) has its logit divided by ``penalty`` if positive, multiplied if
+    negative; applied before temperature, top-k and top-p, in greedy decoding too."""
+    if penalty == 1.0 or not context:
+        return logits
+    seen = np.unique(np.asarray(context, np.int64))
+    seen = seen[seen < len(logits)]
+    out = logits.copy()
+    out[seen] = np.where(out[seen] < 0, out[seen] * penalty, out[seen] / penalty)
+    return out
 
 
 def pick(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator,

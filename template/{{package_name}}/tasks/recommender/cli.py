@@ -1,6 +1,7 @@
 """Recommend items for a user from a trained checkpoint of this project.
 
     python recommend.py --user 42                           # the newest run's best.ckpt
+    python recommend.py --user user_0042                    # ids as the data writes them
     python recommend.py --checkpoint runs/<run>/best.ckpt --user 42
     python recommend.py --checkpoint runs/<run>/best.ckpt --user 42 --k 20 --set data.path=my/data
 
@@ -25,12 +26,12 @@ def integer(flag: str, text: str) -> int:
 
 def main() -> None:
     p = parser("Recommend top-K items for a user.", checkpoint=True)
-    p.add_argument("--user", required=True, help="user id as in the data (userId in ratings.csv)")
+    p.add_argument("--user", required=True, help="user id as the data writes it (e.g. 42 or user_0042)")
     p.add_argument("--k", default="10", help="how many items (default: %(default)s)")
     args = p.parse_args()
 
     def run():
-        user, k = integer("--user", args.user), integer("--k", args.k)
+        user, k = args.user.strip(), integer("--k", args.k)
         if k < 1:
             raise UserError(f"--k {k}: must be at least 1")
         checkpoint = checkpoint_path(args)

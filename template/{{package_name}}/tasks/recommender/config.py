@@ -11,8 +11,15 @@ from ...engine.schema import Config, DataSection, Optim, Section
 
 class DataConfig(DataSection):
     source: Literal["synthetic", "movielens", "files"] = "synthetic"
-    # files: ratings.csv/ratings.dat/u.data or a folder with one [+ titles], or (ctr) a label-first .tsv file
+    # files: any interaction table (CSV/TSV/Parquet), ratings.csv/ratings.dat/u.data or a folder with one
+    # [+ titles], or (ctr) a label-first .tsv file
     path: str | None = None
+    # The table's columns: {user: <name>, item: <name>, rating: <name>, timestamp: <name>} (rating and
+    # timestamp optional). null: MovieLens layouts, else the usual names (user/user_id, item/item_id, ...).
+    columns: dict[str, str] | None = None
+    separator: str | None = None  # null: the one of , TAB ; | the header holds most often; "\t" or tab: TAB
+    numeric: list[str] = []  # other columns read as numbers (CTR side features, bucketed); the rest: categories
+    ignore: list[str] = []  # other columns left out (top-K leaves out all of them)
     mode: Literal["topk", "ctr"] = "topk"  # topk: implicit feedback, rank items; ctr: predict rating >= like_threshold
     negatives: int = Field(4, gt=0)  # topk: sampled negatives per training positive
     negative_passes: int = Field(3, gt=0)  # topk: passes over the positives per epoch, each with fresh negatives
@@ -56,6 +63,12 @@ class TaskConfig(Config):
         expected = {"topk": ("neumf", "two_tower"), "ctr": ("deepfm",)}[d.mode]
         if kind not in expected:
             raise ValueError(f"model.kind={kind} does not fit data.mode={d.mode}; use {' or '.join(expected)}")
+        if d.columns is not None:
+            unknown = [key for key in d.columns if key not in ("user", "item", "rating", "timestamp")]
+            if unknown or not {"user", "item"} <= set(d.columns):
+                raise ValueError(f"data.columns={d.columns}: keys are user, item (required), rating, timestamp")
+        if d.separator is not None and len(d.separator) != 1 and d.separator not in ("\\t", "tab"):
+            raise ValueError(f"data.separator={d.separator!r}: one character (',' or '\\t' ...), or null to sniff")
         if d.source != "files" and d.path is not None:
             raise ValueError(f"data.path={d.path!r} is read only with data.source=files (now {d.source})")
         return self

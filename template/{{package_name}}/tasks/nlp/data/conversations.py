@@ -13,6 +13,10 @@ found by character offsets: the template's ``{% generation %}`` blocks where it 
 with the end-of-turn mark that follows it (the model learns to stop; ChatML's newline after it is
 not the assistant's). So templates that render earlier turns differently once later ones follow
 (Qwen3's and DeepSeek-R1's dropped reasoning, Mistral's system text) train every assistant turn.
+What a template renders for the assistant before its text (Qwen3's ``<think>`` block, from the
+content or ``reasoning_content``) trains with it; reasoning a template drops is not there to train.
+A template that writes no end of turn (GLM-4: the next role token ends it) gets the one its
+generation config names: the next turn's role token where it is one, else its eos appended.
 Only those tokens are targets unless ``data.train_on_prompt``. The file is streamed into a cached token file
 (``tokens.bin``) with a parallel ``mask.bin`` (1: a target) and each example's first token
 (``starts.npy``) and line (``lines.npy``), so memory does not grow with the file.
@@ -113,10 +117,20 @@ def messages(row: dict, kind: str) -> list[dict]:
             raise ValueError(f"turn {i + 1}: unknown {role!r} {turn[role]!r} (expected one of "
                              f"{', '.join(SHAREGPT_ROLES)})")
         extra = {k: v for k, v in turn.items() if k not in (role, text)} if kind == "OpenAI messages" else {}
+        if name == "assistant":
+            check_reasoning(i, turn[text], extra.get("reasoning_content"))
         out.append({"role": name, "content": turn[text], **extra})
     if not any(m["role"] == "assistant" for m in out):
         raise ValueError("no assistant turn: nothing to learn from")
     return out
+
+
+def check_reasoning(i: int, content, reasoning) -> None:
+    """An assistant turn's ``<think>`` block must be closed; ``reasoning_content`` must be text."""
+    if reasoning is not None and not isinstance(reasoning, str):
+        raise ValueError(f"turn {i + 1}: reasoning_content must be a string")
+    if isinstance(content, str) and "<think>" in content and "</think>" not in content.split("<think>")[-1]:
+        raise ValueError(f"turn {i + 1}: a <think> block that is not closed (no </think> after it)")
 
 
 def rendered(meta: dict, conversation: list[dict], settings: dict) -> tuple[str, list[tuple[int, int]]]:
@@ -126,17 +140,28 @@ def rendered(meta: dict, conversation: list[dict], settings: dict) -> tuple[str,
     render = functools.partial(render_spans, meta, name=settings["name"], **settings["variables"])
     text, spans = render(conversation)
     if spans is None:
-        spans = located(render, text, conversation, (meta.get("special_tokens", {}).get("eos_token"), *END_OF_TURN))
+        stops = settings.get("stops", [])  # the texts of the generation config's eos ids (GLM-4: <|user|>)
+        ends = (meta.get("special_tokens", {}).get("eos_token"), *stops, *END_OF_TURN)
+        spans = located(render, text, conversation, ends)
+        if spans and stops and not text[spans[-1][1]:].strip() and not any(
+                mark and text[:spans[-1][1]].endswith(mark) for mark in ends):
+            # The template ends the last answer with nothing: the model must still learn to stop.
+            text = text[:spans[-1][1]] + stops[0]
+            spans[-1] = (spans[-1][0], len(text))
     if not any(text[a:b].strip() for a, b in spans):
         raise ValueError("the chat template renders none of the assistant's words: nothing to learn from")
     return text, spans
 
 
 def located(render, text: str, conversation: list[dict], ends: tuple) -> list[tuple[int, int]]:
-    """Where the template puts each assistant message's text in ``text``, with the end-of-turn
-    mark right after it. The conversation is rendered again with that text replaced by a marker:
+    """Where the template puts each assistant message in ``text``, with the end-of-turn mark right
+    after it. The conversation is rendered again with the message's text replaced by a marker:
     what comes before the marker and after it is the template's own, so the text between is the
-    message as the template rendered it (trimmed, its earlier reasoning dropped, or as written)."""
+    message as the template rendered it (trimmed, its earlier reasoning dropped, or as written).
+    A ``<think>`` block the template renders before the text (from ``reasoning_content``) is the
+    assistant's too. A template that renders the text differently with a marker (Qwen3 parses
+    ``</think>`` out of it) is read by prefixes alone: the turn is what rendering it adds after
+    the conversation before it with the generation prompt (``turn_start``, ``turn_end``)."""
     spans = []
     for i, message in enumerate(conversation):
         if message["role"] != "assistant" or not isinstance(message.get("content"), str):
@@ -145,16 +170,46 @@ def located(render, text: str, conversation: list[dict], ends: tuple) -> list[tu
         probe, _ = render([*conversation[:i], {**message, "content": marker}, *conversation[i + 1:]])
         at = probe.find(marker)
         after = len(probe) - at - len(marker)  # what follows the text, the template's own
-        if at < 0 or probe[:at] != text[:at] or probe[at + len(marker):] != text[len(text) - after:]:
-            raise ValueError(f"turn {i + 1}: the chat template renders the rest of the conversation differently "
-                             "with another assistant text here, so its tokens cannot be found; give the template "
-                             "a {% generation %} block around the assistant's text")
-        start, end = at, len(text) - after
+        opened = turn_start(render, text, conversation, i)
+        if at >= 0 and probe[:at] == text[:at] and probe[at + len(marker):] == text[len(text) - after:]:
+            start, end = at, len(text) - after
+            since = opened if opened is not None else spans[-1][1] if spans else 0
+            think = text.rfind("<think>", since, start)  # reasoning rendered before the text trains with it
+            if think >= 0 and "</think>" in text[think:start]:
+                start = think
+        else:
+            end = turn_end(render, text, conversation, i)
+            if opened is None or end is None:
+                raise ValueError(f"turn {i + 1}: the chat template renders the rest of the conversation differently "
+                                 "with another assistant text here, so its tokens cannot be found; give the "
+                                 "template a {% generation %} block around the assistant's text")
+            start = opened
         gap = len(text) - end - len(text[end:].lstrip(" "))  # Llama-2's " </s>"
-        end += next((gap + len(mark) for mark in ends if mark and text.startswith(mark, end + gap)), 0)
+        if not any(mark and text[:end].endswith(mark) for mark in ends):
+            end += next((gap + len(mark) for mark in ends if mark and text.startswith(mark, end + gap)), 0)
         if end > start:
             spans.append((start, end))
     return spans
+
+
+def turn_start(render, text: str, conversation: list[dict], i: int) -> int | None:
+    """Where assistant turn ``i`` starts in ``text``: the end of the conversation before it with the
+    generation prompt, when ``text`` begins with that (None: the template is not prefix-stable there)."""
+    try:
+        prompt, _ = render(conversation[:i], add_generation_prompt=True)
+    except TemplateError:  # e.g. a template that wants a user turn first
+        return None
+    return len(prompt) if text.startswith(prompt) else None
+
+
+def turn_end(render, text: str, conversation: list[dict], i: int) -> int | None:
+    """Where assistant turn ``i`` ends in ``text``: the end of the conversation up to it, without the
+    whitespace a template writes after a turn, when ``text`` begins with that."""
+    try:
+        upto, _ = render(conversation[:i + 1])
+    except TemplateError:
+        return None
+    return len(upto.rstrip()) if text.startswith(upto) else None
 
 
 def target_mask(offsets: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
@@ -174,9 +229,10 @@ def chat_token_file(path: str, kind: str, tokenizer: Tokenizer, meta: dict, trai
         raise DataError(f"{file}: no such file")
     from .corpus import Corpus
 
-    settings = {"name": template, "variables": dict(template_kwargs or {})}
+    stops = [tokenizer.decode([i]) for i in meta.get("generation", {}).get("eos_token_ids", [])]
+    settings = {"name": template, "variables": dict(template_kwargs or {}), "stops": stops}
     key = json.dumps([tokenizer.to_meta(), meta.get("chat_template"), meta.get("special_tokens"), kind,
-                      train_on_prompt, settings, 2], sort_keys=True)  # 2: rendered once, masked by offsets
+                      train_on_prompt, settings, 3], sort_keys=True)  # 3: + reasoning, stop marks
     folder = cache / f"chat-{cache_key(Corpus(str(file)).digest(), key)}"
     if not (folder / "info.json").is_file():
         write_atomically(folder, lambda tmp: _tokenise(file, kind, tokenizer, meta, train_on_prompt, settings, tmp))

@@ -97,7 +97,8 @@ def write_adapters(trained, out: Path, dtype: str = "fp32") -> dict[str, Path]:
     adapters, per_module = layout.peft_adapters(ours, shapes_of(trained.network, trained.cfg.model), lora_cfg.alpha,
                                                 lora_cfg.rank)
     tensors = {f"base_model.model.{name}.weight": value for name, value in adapters.items()}
-    # the folder it was imported from (AutoPeftModelForCausalLM loads it), else what the config names
+    # the hub id or folder name it was imported from (convert_weights.py --hub-id; AutoPeftModelForCausalLM
+    # loads it), else what the config names
     base = (trained.meta.get("source_folder") or trained.meta.get("hf_config", {}).get("_name_or_path")
             or trained.cfg.model.pretrained)
     config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": lora_cfg.rank, "lora_alpha": lora_cfg.alpha,

@@ -108,15 +108,17 @@ def token_text(value) -> str | None:
 
 
 def generation_defaults(folder: Path, tokenizer) -> dict:
-    """generation_config.json's end-of-text ids (Llama-3 has several) and sampling defaults, and
-    the file itself (``original``: export writes it back as it was, bos/pad/repetition_penalty too)."""
+    """generation_config.json's end-of-text ids (Llama-3 has several), sampling defaults and repetition
+    penalty, and the file itself (``original``: export writes it back as it was, bos/pad too)."""
     config = read_json(folder / "generation_config.json")
     eos = config.get("eos_token_id")
     eos = [eos] if isinstance(eos, int) else list(eos or [])
     if tokenizer.eos_id is not None and tokenizer.eos_id not in eos:
         eos.append(tokenizer.eos_id)
     sampling = {k: config[k] for k in ("temperature", "top_p", "top_k") if isinstance(config.get(k), (int, float))}
+    penalty = config.get("repetition_penalty")  # applied by transformers in greedy decoding too
     return {"eos_token_ids": eos, **(sampling if config.get("do_sample") else {}),  # greedy files: our defaults
+            **({"repetition_penalty": penalty} if isinstance(penalty, (int, float)) and penalty != 1 else {}),
             **({"original": config} if config else {})}
 
 
@@ -145,8 +147,10 @@ def fill(network, folder: Path, layout, m) -> None:
 
 
 def convert(src: str, out: str, *, config: str, verify_logits: bool, tokenizer: str | None,
-            block_size: int | None) -> dict:
-    """The Llama-family branch of ``convert_weights.convert``."""
+            block_size: int | None, base_name: str | None = None) -> dict:
+    """The Llama-family branch of ``convert_weights.convert``. ``base_name``: what a PEFT export
+    names as its base (a hub id), else the folder's name (a path of this machine means nothing
+    on another)."""
     from ....deploy import weights
     from ....engine import runtime
     from ....engine.task import Comm
@@ -157,7 +161,7 @@ def convert(src: str, out: str, *, config: str, verify_logits: bool, tokenizer: 
     try:
         hf = read_config(folder)
         meta = {**tokenizer_meta(folder, hf["vocab_size"], tokenizer), "hf_config": hf,  # export.py --format hf
-                "source_folder": str(folder.resolve())}  # export.py --format peft: the base PEFT loads
+                "source_folder": base_name or folder.resolve().name}  # export.py --format peft: PEFT's base
         cfg = load_config(config, [*overrides(hf, block_size, hf["vocab_size"]), "data.tokenizer=bpe"])
         runtime.setup(cfg)
         network = build_model(cfg, meta, Comm()).network
