@@ -72,7 +72,7 @@ def parse_features(text: str, config: dict | None, task: str) -> list[str]:
     anywhere = {f.name for t in task_names(config) for f in features(config, t)}
     for word in words:
         if word not in offered:
-            why = f"not a feature of the {task} task" if word in anywhere else "unknown feature"
-            raise MsscaffoldError(f"{why} {word!r} (the {task} task's features: "
-                                  f"{', '.join(offered) or 'none'}; or all, none)")
+            why = f"is not one of the {task} task's" if word in anywhere else "is unknown"
+            raise MsscaffoldError(f"feature {word!r} {why}: the {task} task's features are "
+                                  f"{', '.join(offered) or 'none'} (or all, none)")
     return [name for name in offered if name in words]
