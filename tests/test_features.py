@@ -5,6 +5,7 @@ release by an update."""
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -123,6 +124,26 @@ def test_tasks_lists_each_tasks_features_one_line_each():
     assert listed == {task: offered(task) for task in available_tasks()}
 
 
+def test_new_help_names_every_feature():
+    result = msscaffold("new", "--help", env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 0 and "--features" in result.stdout
+    assert all(name in result.stdout for task in available_tasks() for name in offered(task))
+
+
+@pytest.mark.slow
+def test_lean_vision_project_passes_its_quick_suite(tmp_path):
+    """The lean render's own quick suite (the full render's: test_tasks.py). Its shared tests that
+    another task's project runs are deselected as there."""
+    from test_tasks import SHARED_TESTS, run_project_tests
+
+    project = generate(tmp_path, "vision", name="lean", features="none")
+    deselect = []
+    for test, tasks in SHARED_TESTS.items():
+        if "vision" not in tasks and (project / test.partition("::")[0]).is_file():
+            deselect += ["--deselect", test]
+    run_project_tests(project, "not slow", *deselect)
+
+
 @pytest.fixture
 def tagged_clone(tmp_path):
     """A clone of this repo's committed template, tagged v1.0.0 (add re-answers at that version)."""
@@ -182,6 +203,16 @@ def test_add_brings_a_feature_keeps_the_edits_and_refuses_bad_input(tmp_path, ta
     again = msscaffold("add", "onnx", cwd=project)
     assert again.returncode == 0 and "Already" in again.stdout
     assert git("status", "--porcelain", cwd=project) == ""
+
+    # A later release: the update keeps the project's choice (no feature it did not ask for).
+    (tagged_clone / "template" / "NEW.md").write_text("a file added by the template\n")
+    git("add", "-A", cwd=tagged_clone)
+    git("commit", "-qm", "release 1.1.0", cwd=tagged_clone)
+    git("tag", "v1.1.0", cwd=tagged_clone)
+    update = msscaffold("update", cwd=project)
+    assert update.returncode == 0, update.stderr
+    assert (project / "NEW.md").is_file() and not (project / "sweep.py").exists()
+    assert read_answers(project)["features"] == ["onnx"] and read_answers(project)["_commit"] == "v1.1.0"
 
 
 @pytest.mark.slow

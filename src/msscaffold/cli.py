@@ -173,8 +173,8 @@ def new(
     name: Annotated[str | None, typer.Option(help="Project name (default: DEST's folder name).")] = None,
     features: Annotated[
         str | None,
-        typer.Option(help="Optional features, comma-separated, or all / none (see `msscaffold tasks`; "
-                     "default: all)."),
+        typer.Option(help="Optional features, comma-separated, or all / none (default: all): onnx, sweeps, "
+                     "doctor, docker; weights (vision, multimodal). One line each: `msscaffold tasks`."),
     ] = None,
     data: Annotated[list[str], typer.Option("--data", "-d", help="Any template answer, KEY=VALUE.")] = [],  # noqa: B006
     template: Annotated[str | None, typer.Option(help="Template path or git URL.")] = None,
@@ -225,7 +225,7 @@ def update(
 def add(
     ctx: typer.Context,
     names: Annotated[
-        list[str], typer.Argument(metavar="FEATURE...", help="Features to add (see `msscaffold tasks`).")
+        list[str], typer.Argument(metavar="FEATURE", help="Features to add (see `msscaffold tasks`).")
     ],
     path: Annotated[Path, typer.Option(help="Project folder.")] = Path("."),
 ) -> None:
