@@ -240,7 +240,7 @@ def add(
             return
         if conflicts:
             raise MsscaffoldError(f"add left conflicts to resolve in: {', '.join(conflicts)}")
-        out.print(f"Added {', '.join(added)} to {path}. Review with: git -C {path} status")
+        out.print(f"Added {', '.join(added)}. Review with: git -C {path} status")
 
 
 @app.command()
