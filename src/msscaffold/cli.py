@@ -1,7 +1,8 @@
-"""The ``msscaffold`` command line: ``new``, ``update``, ``tasks``, ``doctor``.
+"""The ``msscaffold`` command line: ``new``, ``update``, ``add``, ``tasks``, ``doctor``.
 
-msscaffold new my-project --task vision
+msscaffold new my-project --task vision --features onnx,sweeps
 msscaffold update my-project
+msscaffold add onnx
 msscaffold tasks
 msscaffold doctor
 """
@@ -170,6 +171,11 @@ def new(
         typer.Option(help="Task family (see `msscaffold tasks`).", autocompletion=_complete_task),
     ] = None,
     name: Annotated[str | None, typer.Option(help="Project name (default: DEST's folder name).")] = None,
+    features: Annotated[
+        str | None,
+        typer.Option(help="Optional features, comma-separated, or all / none (default: all): onnx, sweeps, "
+                     "doctor, docker; weights (vision, multimodal). One line each: `msscaffold tasks`."),
+    ] = None,
     data: Annotated[list[str], typer.Option("--data", "-d", help="Any template answer, KEY=VALUE.")] = [],  # noqa: B006
     template: Annotated[str | None, typer.Option(help="Template path or git URL.")] = None,
     vcs_ref: Annotated[str | None, typer.Option(help="Template git ref (tag, branch, commit).")] = None,
@@ -180,7 +186,7 @@ def new(
     with errors(ctx):
         from msscaffold import generate, source
 
-        answers = _parse_data(data, task=task, project_name=name)
+        answers = _parse_data(data, task=task, project_name=name, features=features)
         src = source.resolve(template, vcs_ref)
         names = _task_names(src)
         if task is not None and names and task not in names:
@@ -217,17 +223,42 @@ def update(
 
 
 @app.command()
+def add(
+    ctx: typer.Context,
+    names: Annotated[
+        list[str], typer.Argument(metavar="FEATURE", help="Features to add (see `msscaffold tasks`).")
+    ],
+    path: Annotated[Path, typer.Option(help="Project folder.")] = Path("."),
+) -> None:
+    """Add optional features to a generated project (Copier's update re-answers `features`: your
+    edits are kept). Needs a clean git tree; leaves the change for you to review and commit."""
+    with errors(ctx):
+        from msscaffold import generate
+
+        added, conflicts = generate.add_features(path, names)
+        if not added:
+            out.print(f"Already in {path}: {', '.join(names)} (nothing to add).")
+            return
+        if conflicts:
+            raise MsscaffoldError(f"add left conflicts to resolve in: {', '.join(conflicts)}")
+        out.print(f"Added {', '.join(added)}. Review with: git -C {path} status")
+
+
+@app.command()
 def tasks(ctx: typer.Context) -> None:
-    """List the task families, what each trains on by default, and which are available."""
+    """List the task families, what each trains on by default, and their optional features."""
     with errors(ctx):
         from msscaffold import source
-        from msscaffold.tasks import FACTS, describe
+        from msscaffold.tasks import FACTS, describe, features
 
         src = source.resolve()
+        config = source.copier_config(src)
         for name in _task_names(src):
             task = describe(name, source.read_text(src, FACTS.format(task=name)))
             out.print(f"{task.name:<12} {task.summary}")
             out.print(f"{'':<12} default: {task.trains_on}")
+            for feature in features(config, name):
+                out.print(f"{'':<12} feature {feature.name:<8} {feature.summary}")
 
 
 @app.command()

@@ -33,6 +33,8 @@ from msscaffold.source import (
     for_update,
     inside,
 )
+from msscaffold.tasks import features as task_features
+from msscaffold.tasks import parse_features
 
 ANSWERS_FILE = ".copier-answers.yml"
 _BOOLS = dict.fromkeys(("true", "yes", "on", "1"), True) | dict.fromkeys(("false", "no", "off", "0"), False)
@@ -93,6 +95,10 @@ def check_data(data: dict[str, str], config: dict | None) -> dict:
             known = ", ".join(sorted(questions))
             raise MsscaffoldError(f"unknown answer {key!r} (--data keys: {known})")
         spec = questions[key] if isinstance(questions[key], dict) else {}
+        if key == "features":  # a multiselect: "onnx,sweeps", "all" or "none", of the task's features
+            task = str(data.get("task") or (config.get("task") or {}).get("default") or "")
+            checked[key] = value if isinstance(value, list) else parse_features(value, config, task)
+            continue
         checked[key] = _cast(key, spec.get("type", "str"), value)
     return checked
 
@@ -297,3 +303,43 @@ def _has_markers(file: Path) -> bool:
     except (UnicodeDecodeError, OSError):
         return False
     return any(line.startswith("<<<<<<< ") for line in text.splitlines())
+
+
+def add_features(path: Path, names: list[str], *, quiet: bool = True) -> tuple[list[str], list[str]]:
+    """Bring optional features into a generated project: Copier's update re-answers ``features``
+    at the project's own template version (no template upgrade mixed in), so the features' files
+    arrive, the files they share merge and the user's edits stay. Returns (added, conflicts);
+    ``added`` is empty when every feature asked for was already there (nothing is changed)."""
+    answers = read_answers(path)
+    commit = str(answers["_commit"])
+    source = for_update(str(answers["_src_path"]), commit)
+    check_commit(source, commit)
+    check_no_nested_repo(source)
+    config = copier_config(source)
+    if config is not None and "features" not in config:
+        raise MsscaffoldError(f"the project's template version {commit} has no optional features: "
+                              "run msscaffold update first")
+    task = str(answers.get("task", ""))
+    wanted = parse_features(",".join(names), config, task)
+    offered = [f.name for f in task_features(config, task)]
+    # No answer: a project of a release before features existed, which had every one.
+    had = answers["features"] if isinstance(answers.get("features"), list) else offered
+    added = [name for name in wanted if name not in had]
+    if not added:
+        return [], []
+    top = toplevel(path)
+    head = git("rev-parse", "HEAD", cwd=top).strip()
+    with rolled_back(lambda: _restore(top, head)):
+        _copier_call(
+            run_update,
+            path,
+            data={"features": [name for name in offered if name in had or name in added]},
+            vcs_ref=source.ref,
+            settings=Settings(),
+            defaults=True,
+            overwrite=True,
+            conflict="inline",
+            unsafe=False,
+            quiet=quiet,
+        )
+    return added, find_conflicts(path)

@@ -34,3 +34,45 @@ def describe(name: str, facts: str | None) -> Task:
         return Task(name, "(no description in this template)", "?")
     module = jinja2.Environment(autoescape=False).from_string(facts).module
     return Task(name, str(getattr(module, "summary", "")), str(getattr(module, "trains_on", "")))
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    summary: str
+
+
+def features(config: dict | None, task: str) -> list[Feature]:
+    """The optional features a task offers: the ``features`` choices of a parsed copier.yml whose
+    validator (if any) accepts ``task``. A choice's key is ``"name: one line"``."""
+    choices = ((config or {}).get("features") or {}).get("choices") or {}
+    items = choices.items() if isinstance(choices, dict) else ((str(c), c) for c in choices)
+    found = []
+    for label, value in items:
+        validator = value.get("validator") if isinstance(value, dict) else None
+        value = str(value.get("value") if isinstance(value, dict) else value)
+        if validator and jinja2.Environment().from_string(str(validator)).render(task=task).strip():
+            continue  # not a feature of this task
+        name, _, summary = str(label).partition(": ")
+        found.append(Feature(value, summary if name == value else str(label)))
+    return found
+
+
+def parse_features(text: str, config: dict | None, task: str) -> list[str]:
+    """``onnx,sweeps`` / ``all`` / ``none`` -> the feature names, refusing (one line) a name that is
+    unknown or not a feature of ``task``."""
+    from msscaffold.errors import MsscaffoldError
+
+    offered = [f.name for f in features(config, task)]
+    words = [w.strip() for w in text.replace(" ", ",").split(",") if w.strip()]
+    if words == ["all"]:
+        return offered
+    if words in ([], ["none"]):
+        return []
+    anywhere = {f.name for t in task_names(config) for f in features(config, t)}
+    for word in words:
+        if word not in offered:
+            why = f"is not one of the {task} task's" if word in anywhere else "is unknown"
+            raise MsscaffoldError(f"feature {word!r} {why}: the {task} task's features are "
+                                  f"{', '.join(offered) or 'none'} (or all, none)")
+    return [name for name in offered if name in words]

@@ -33,6 +33,8 @@ def export_checkpoint(path: str, out_dir: str, overrides: list[str] = (), format
             raise UserError(f"--format {','.join(formats)}: {folder} writes a folder of its own: export it alone")
         return trained.task.folder_formats[folder](trained, Path(out_dir), dtype)
     if "onnx" in formats:
+        if not (Path(__file__).parent / "onnx.py").is_file():  # the optional onnx feature's files
+            raise UserError("--format onnx: this project has no ONNX export: add it with `msscaffold add onnx`")
         from .onnx import runtime
 
         runtime()  # before anything is written
