@@ -48,6 +48,8 @@ class State:
     skipped_steps: int = 0  # overflowed (fp16) steps whose update was skipped
     total_steps: int = 0  # the run's length when saved (a resume may change it)
     stretches: list = field(default_factory=list)  # [step, total before, after] per change (optim.lr_schedule)
+    evaluated_at: int = -1  # the step of the last evaluation
+    unlogged: list = field(default_factory=list)  # micro-step losses since the last log row (a resume's first row)
 
 
 @dataclass
@@ -73,16 +75,22 @@ class Run:
     history: list[dict[str, Any]] = field(default_factory=list)  # every log row and evaluation
     lock: Any = None  # rank 0's lock on run_dir (resume.py), released when fit ends
     improved: bool = False  # the last evaluation was a new best
+    finished: bool = False  # resumed from a run that had already ended: nothing to do
     stop_requested: bool = False
 
 
 def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: Run | None = None
         ) -> dict[str, Any]:
     """Train, evaluate and checkpoint as ``cfg`` says; return the final metrics and where they went.
-    ``resume``: a checkpoint path, or ``auto`` (the newest ``last.ckpt`` under ``output.dir``)."""
+    ``resume``: a checkpoint path, or ``auto`` (the newest run started under ``output.dir``)."""
     # -- setup ---------------------------------------------------------------------------
     run = run or setup(cfg, task, resume)
     cfg, state, k = run.cfg, run.state, run.cfg.train.grad_accum_steps
+    if run.finished:  # nothing is trained, evaluated or written
+        log.info(f"{run.run_dir} is finished (step {state.step} of {run.total_steps}, evaluated): nothing to do; "
+                 "to train it longer, resume with --set train.max_steps=N (or train.epochs=N)")
+        return {"run_dir": str(run.run_dir), "steps": state.step, "epochs": state.epoch, "finished": True,
+                "best": state.best, "monitor": task.monitor_for(cfg)}
     global_batch = cfg.train.batch_size * k * run.comm.size
     log.info(f"{task.name}: {run.total_steps} optimizer steps, global batch {global_batch} = {cfg.train.batch_size} "
              f"x {k} accumulation x {run.comm.size} device(s) on {run.device}, "
@@ -90,7 +98,8 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
     progress = Progress(run)
     hook = Hooks(run, [*callbacks], progress)
     hook("on_train_begin")
-    losses, tick, evaluated_at, metrics = [], time.perf_counter(), -1, {}
+    # A resumed run's first log row averages the same steps as an uninterrupted run's (State.unlogged).
+    losses, tick, metrics = [*state.unlogged], time.perf_counter(), {}
     stop_signal = None  # a signal every rank has agreed to stop on
 
     # -- the loop: epochs of optimizer steps of k micro-steps ----------------------------
@@ -116,17 +125,18 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
                     row, losses, tick = log_row(run, losses, tick), [], time.perf_counter()
                     run.history.append({"kind": "train", **row})
                     hook("on_step_end", row)
+                state.unlogged = losses  # saved with the state: read into floats by save()
                 if cfg.train.save_every and state.step % cfg.train.save_every == 0:
                     save(run, "last.ckpt", keep_step_copy=True)
                 if cfg.train.eval_every and state.step % cfg.train.eval_every == 0:
-                    metrics, evaluated_at = evaluate(run, hook), state.step
+                    metrics = evaluate(run, hook)
                 if run.stop_requested or stop_signal is not None:
                     break
             if state.batch // k == run.steps_per_epoch:  # the epoch is complete
                 hook("on_epoch_end", state.epoch)
                 state.epoch, state.batch = state.epoch + 1, 0
                 if not cfg.train.eval_every and not run.stop_requested:
-                    metrics, evaluated_at = evaluate(run, hook), state.step
+                    metrics = evaluate(run, hook)
 
         # -- the end: a signal saves where it stopped and leaves; otherwise a final evaluation ----
         if stop_signal is not None:
@@ -135,7 +145,7 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
             log.info(f"stopped at step {state.step} of {run.total_steps}: saved {run.run_dir / 'last.ckpt'}; "
                      f"continue with: python train.py --resume {run.run_dir / 'last.ckpt'}")
             raise Interrupted(stop_signal)
-        if evaluated_at != state.step:
+        if state.evaluated_at != state.step:  # (a run resumed after its last evaluation has its row already)
             metrics = evaluate(run, hook)
         save(run, "last.ckpt")
         if signals.received is not None:
@@ -196,7 +206,10 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
               per_epoch, ema=build_ema(model.network, cfg.train.ema), state=State(total_steps=total_steps),
               resumed_from=resume_path)
 
-    if resume_path is None:
+    if meta is not None and meta["state"]["step"] == total_steps == meta["state"].get("evaluated_at"):
+        run.state = State(**{k: v for k, v in meta["state"].items() if k in State.__dataclass_fields__})
+        run.run_dir, run.finished = resume_path.parent, True  # fit says so and returns: nothing changes
+    elif resume_path is None:
         task.warm_start(run.network, cfg)
         run.ema.reset()  # the average starts from the pretrained weights, not the random ones
         run.run_dir = new_run_dir(cfg, comm.is_main)
@@ -223,7 +236,7 @@ def log_row(run: Run, losses: list, tick: float) -> dict[str, Any]:
     """The log row of the steps since the last one: mean loss (over ranks), lr, throughput."""
     steps = len(losses) / run.cfg.train.grad_accum_steps
     global_batch = run.cfg.train.batch_size * run.cfg.train.grad_accum_steps * run.comm.size
-    loss = sum(float(loss.asnumpy()) for loss in losses) / len(losses)
+    loss = sum(float(loss) for loss in losses) / len(losses)  # Tensors, and a resume's saved floats
     return {"step": run.state.step, "epoch": run.state.epoch, "loss": distributed.mean(loss, run.comm),
             "lr": current_lr(run.optimizer, run.schedule),
             "samples_per_s": steps * global_batch / max(time.perf_counter() - tick, 1e-9),
@@ -244,6 +257,7 @@ def evaluate(run: Run, hook: Hooks) -> dict[str, float]:
     run.improved = distributed.any_rank(better, run.comm)  # best.ckpt is saved by all ranks together
     state.best = value if run.improved else state.best
     state.evals_since_best = 0 if run.improved else state.evals_since_best + 1
+    state.evaluated_at = state.step
     run.history.append({"kind": "eval", "step": state.step, "epoch": state.epoch, **metrics})
     if run.improved:
         save(run, "best.ckpt")
@@ -262,7 +276,8 @@ def save(run: Run, name: str, keep_step_copy: bool = False) -> None:
     sync_running_stats(run)
     if not run.comm.is_main:
         return
-    meta = {"format": 1, "state": asdict(run.state), "config": run.cfg.to_dict(), "task_meta": run.data.meta,
+    state = {**asdict(run.state), "unlogged": [float(loss) for loss in run.state.unlogged]}
+    meta = {"format": 1, "state": state, "config": run.cfg.to_dict(), "task_meta": run.data.meta,
             "template_commit": checkpoint.template_version(), "saved": datetime.now().isoformat(timespec="seconds")}
     holders = [run.network, run.optimizer, run.step_fn.scaler, *run.ema.holders]
     keep = run.cfg.train.keep_last
