@@ -74,7 +74,8 @@ def guarded(main: Callable[[], object]) -> NoReturn:
 
 def train_main() -> NoReturn:
     p = parser("Train the model described by the config.")
-    p.add_argument("--resume", metavar="auto|PATH", help="continue from a checkpoint ('auto': the newest run started, if unfinished)")
+    p.add_argument("--resume", metavar="auto|PATH",
+                   help="continue from a checkpoint ('auto': the newest run started, if unfinished)")
     args = p.parse_args()
 
     def main():
