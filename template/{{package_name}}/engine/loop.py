@@ -34,6 +34,7 @@ from .step import TrainStep, build_train_step
 from .task import Comm, Data, Task
 
 log = logging.getLogger(__name__)
+MAX_STEPS = 10_000_000  # optimizer steps of one run (days at 10 ms a step): its rate schedule is 40 MB
 
 
 @dataclass
@@ -180,6 +181,11 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
                           f"{len(batches)} batches in an epoch")
 
     total_steps = cfg.train.max_steps or cfg.train.epochs * per_epoch
+    if total_steps > MAX_STEPS:  # the schedule holds a rate per step (optim.lr_schedule): bounded before it is built
+        given = (f"train.max_steps={cfg.train.max_steps}" if cfg.train.max_steps else
+                 f"train.epochs={cfg.train.epochs} ({per_epoch:,} optimizer steps each)")
+        raise ConfigError(f"{given}: {total_steps:,} optimizer steps, more than the {MAX_STEPS:,} a run may take; "
+                          "lower it")
     if meta is not None and meta["state"]["step"] > total_steps:
         raise ConfigError(f"{resume_path} is at step {meta['state']['step']}, past this run's {total_steps} steps; "
                           f"raise train.max_steps or train.epochs to continue it")
