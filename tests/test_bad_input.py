@@ -81,6 +81,21 @@ def test_new_refuses(tmp_path, args, needle):
     assert snapshot(tmp_path) == before
 
 
+def test_a_template_with_tasks_is_refused_naming_what_msscaffold_does_instead(tmp_path):
+    """Copier's own line suggests a --trust option msscaffold does not have."""
+    template = tmp_path / "unsafe"
+    template.mkdir()
+    (template / "copier.yml").write_text('_tasks:\n  - "touch pwned"\nproject_name:\n  type: str\n'
+                                         "  default: x\n")
+    (template / "README.md").write_text("hi\n")
+    before = snapshot(tmp_path)
+    result = msscaffold("new", "proj", "--template", str(template), cwd=tmp_path)
+    assert_one_line_error(result, "the template uses _tasks (code Copier would run on this machine)",
+                          "msscaffold never runs a template's code and has no --trust")
+    assert "consider adding the `--trust` option" not in result.stderr
+    assert snapshot(tmp_path) == before
+
+
 def test_new_refuses_non_empty_destination(tmp_path):
     (tmp_path / "proj").mkdir()
     (tmp_path / "proj" / "keep.txt").write_text("mine")
