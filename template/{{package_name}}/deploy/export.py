@@ -8,6 +8,7 @@ name and rename): a failure, a full disk among them, leaves ``--out`` as it was,
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 from contextlib import contextmanager
@@ -66,8 +67,10 @@ def export_networks(trained, path: str, out: Path, formats: tuple[str, ...], bat
     for name, (cell, inputs) in exports.items():
         files = {}
         with staged(out, name) as stage:  # files named as in out, moved there when all are written
-            if arrays:
-                np.savez(stage / f"{name}.npz", **arrays)
+            if arrays:  # built in memory: a failed write then leaves no half-closed zip behind
+                buffer = io.BytesIO()
+                np.savez(buffer, **arrays)
+                (stage / f"{name}.npz").write_bytes(buffer.getvalue())
                 files["arrays"] = out / f"{name}.npz"
             if "mindir" in formats:
                 export_and_check(cell, inputs, stage / name)
