@@ -79,6 +79,20 @@ def load_config(paths: str | Path | Sequence[str | Path], overrides: Sequence[st
     return cfg
 
 
+MAX_STEPS = 10_000_000  # optimizer steps of one run (days at 10 ms a step); its rate schedule is 40 MB
+
+
+def check_run_length(cfg: Config, total_steps: int, steps_per_epoch: int) -> int:
+    """``total_steps``, refused past ``MAX_STEPS`` naming the key that asked for them (the schedule
+    holds a rate per step: ``optim.lr_schedule``)."""
+    if total_steps > MAX_STEPS:
+        given = (f"train.max_steps={cfg.train.max_steps}" if cfg.train.max_steps else
+                 f"train.epochs={cfg.train.epochs} ({steps_per_epoch:,} optimizer steps each)")
+        raise ConfigError(f"{given}: {total_steps:,} optimizer steps, more than the {MAX_STEPS:,} a run may take; "
+                          "lower it")
+    return total_steps
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     try:
         raw = parse(path.read_text(encoding="utf-8")) or {}

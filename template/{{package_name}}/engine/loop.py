@@ -21,20 +21,19 @@ from typing import Any
 
 from mindspore import nn
 
-from . import checkpoint, distributed, pipeline, runtime
+from . import checkpoint, config, distributed, pipeline, runtime
 from .data import Batches
 from .ema import EMA, NoEMA, build_ema
 from .errors import ConfigError, Interrupted
 from .optim import build_optimizer, current_lr, layer_scales, lr_schedule
 from .progress import Hooks, Progress
-from .resume import continued_config, find_resume, lock_run_dir, new_run_dir, resume_dir
+from .resume import continued_config, find_resume, finished, is_finished, lock_run_dir, new_run_dir, resume_dir
 from .schema import Config
 from .signals import StopSignals
 from .step import TrainStep, build_train_step
 from .task import Comm, Data, Task
 
 log = logging.getLogger(__name__)
-MAX_STEPS = 10_000_000  # optimizer steps of one run (days at 10 ms a step): its rate schedule is 40 MB
 
 
 @dataclass
@@ -76,7 +75,7 @@ class Run:
     history: list[dict[str, Any]] = field(default_factory=list)  # every log row and evaluation
     lock: Any = None  # rank 0's lock on run_dir (resume.py), released when fit ends
     improved: bool = False  # the last evaluation was a new best
-    finished: bool = False  # resumed from a run that had already ended: nothing to do
+    finished: dict | None = None  # resumed after the run ended: its saved state (fit says so, changes nothing)
     stop_requested: bool = False
 
 
@@ -87,11 +86,8 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
     # -- setup ---------------------------------------------------------------------------
     run = run or setup(cfg, task, resume)
     cfg, state, k = run.cfg, run.state, run.cfg.train.grad_accum_steps
-    if run.finished:  # nothing is trained, evaluated or written
-        log.info(f"{run.run_dir} is finished (step {state.step} of {run.total_steps}, evaluated): nothing to do; "
-                 "to train it longer, resume with --set train.max_steps=N (or train.epochs=N)")
-        return {"run_dir": str(run.run_dir), "steps": state.step, "epochs": state.epoch, "finished": True,
-                "best": state.best, "monitor": task.monitor_for(cfg)}
+    if run.finished:  # resumed after its end: said, and nothing is trained, evaluated or written
+        return finished(run)
     global_batch = cfg.train.batch_size * k * run.comm.size
     log.info(f"{task.name}: {run.total_steps} optimizer steps, global batch {global_batch} = {cfg.train.batch_size} "
              f"x {k} accumulation x {run.comm.size} device(s) on {run.device}, "
@@ -99,8 +95,7 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
     progress = Progress(run)
     hook = Hooks(run, [*callbacks], progress)
     hook("on_train_begin")
-    # A resumed run's first log row averages the same steps as an uninterrupted run's (State.unlogged).
-    losses, tick, metrics = [*state.unlogged], time.perf_counter(), {}
+    tick, metrics = time.perf_counter(), {}  # (the losses of the next log row: state.unlogged, saved with it)
     stop_signal = None  # a signal every rank has agreed to stop on
 
     # -- the loop: epochs of optimizer steps of k micro-steps ----------------------------
@@ -113,7 +108,7 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
                 for micro_step in range(k):  # gradients add up; the last micro-step updates
                     loss, finite = run.step_fn(next(batches), apply=micro_step == k - 1)
                     finite = bool(finite.asnumpy())  # read every step: keeps the host in step (step.py)
-                    losses.append(loss)
+                    state.unlogged.append(float(loss.asnumpy()))  # (ready: its step's ``finite`` was just read)
                 run.ema.update()  # train.ema: the average follows the weights
                 state.batch, state.step = state.batch + k, state.step + 1
                 state.skipped_steps += not finite
@@ -123,21 +118,20 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
                     if distributed.any_rank(signals.received is not None, run.comm):
                         stop_signal = signals.received or signal.SIGTERM
                 if state.step % cfg.train.log_every == 0 or state.step == run.total_steps:
-                    row, losses, tick = log_row(run, losses, tick), [], time.perf_counter()
+                    row, state.unlogged, tick = log_row(run, state.unlogged, tick), [], time.perf_counter()
                     run.history.append({"kind": "train", **row})
                     hook("on_step_end", row)
-                state.unlogged = losses  # saved with the state: read into floats by save()
                 if cfg.train.save_every and state.step % cfg.train.save_every == 0:
                     save(run, "last.ckpt", keep_step_copy=True)
                 if cfg.train.eval_every and state.step % cfg.train.eval_every == 0:
-                    metrics = evaluate(run, hook)
+                    metrics, state.evaluated_at = evaluate(run, hook), state.step
                 if run.stop_requested or stop_signal is not None:
                     break
             if state.batch // k == run.steps_per_epoch:  # the epoch is complete
                 hook("on_epoch_end", state.epoch)
                 state.epoch, state.batch = state.epoch + 1, 0
                 if not cfg.train.eval_every and not run.stop_requested:
-                    metrics = evaluate(run, hook)
+                    metrics, state.evaluated_at = evaluate(run, hook), state.step
 
         # -- the end: a signal saves where it stopped and leaves; otherwise a final evaluation ----
         if stop_signal is not None:
@@ -147,7 +141,7 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
                      f"continue with: python train.py --resume {run.run_dir / 'last.ckpt'}")
             raise Interrupted(stop_signal)
         if state.evaluated_at != state.step:  # (a run resumed after its last evaluation has its row already)
-            metrics = evaluate(run, hook)
+            metrics, state.evaluated_at = evaluate(run, hook), state.step
         save(run, "last.ckpt")
         if signals.received is not None:
             log.info(f"signal {signals.received} came during the final evaluation and save: both finished; "
@@ -180,12 +174,7 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
         raise ConfigError(f"train.grad_accum_steps={cfg.train.grad_accum_steps} exceeds the "
                           f"{len(batches)} batches in an epoch")
 
-    total_steps = cfg.train.max_steps or cfg.train.epochs * per_epoch
-    if total_steps > MAX_STEPS:  # the schedule holds a rate per step (optim.lr_schedule): bounded before it is built
-        given = (f"train.max_steps={cfg.train.max_steps}" if cfg.train.max_steps else
-                 f"train.epochs={cfg.train.epochs} ({per_epoch:,} optimizer steps each)")
-        raise ConfigError(f"{given}: {total_steps:,} optimizer steps, more than the {MAX_STEPS:,} a run may take; "
-                          "lower it")
+    total_steps = config.check_run_length(cfg, cfg.train.max_steps or cfg.train.epochs * per_epoch, per_epoch)
     if meta is not None and meta["state"]["step"] > total_steps:
         raise ConfigError(f"{resume_path} is at step {meta['state']['step']}, past this run's {total_steps} steps; "
                           f"raise train.max_steps or train.epochs to continue it")
@@ -212,9 +201,8 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
               per_epoch, ema=build_ema(model.network, cfg.train.ema), state=State(total_steps=total_steps),
               resumed_from=resume_path)
 
-    if meta is not None and meta["state"]["step"] == total_steps == meta["state"].get("evaluated_at"):
-        run.state = State(**{k: v for k, v in meta["state"].items() if k in State.__dataclass_fields__})
-        run.run_dir, run.finished = resume_path.parent, True  # fit says so and returns: nothing changes
+    if meta is not None and is_finished(meta["state"], total_steps):  # fit says so and returns: nothing changes
+        run.run_dir, run.finished = resume_path.parent, meta["state"]
     elif resume_path is None:
         task.warm_start(run.network, cfg)
         run.ema.reset()  # the average starts from the pretrained weights, not the random ones
@@ -242,7 +230,7 @@ def log_row(run: Run, losses: list, tick: float) -> dict[str, Any]:
     """The log row of the steps since the last one: mean loss (over ranks), lr, throughput."""
     steps = len(losses) / run.cfg.train.grad_accum_steps
     global_batch = run.cfg.train.batch_size * run.cfg.train.grad_accum_steps * run.comm.size
-    loss = sum(float(loss) for loss in losses) / len(losses)  # Tensors, and a resume's saved floats
+    loss = sum(losses) / len(losses)
     return {"step": run.state.step, "epoch": run.state.epoch, "loss": distributed.mean(loss, run.comm),
             "lr": current_lr(run.optimizer, run.schedule),
             "samples_per_s": steps * global_batch / max(time.perf_counter() - tick, 1e-9),
@@ -263,7 +251,6 @@ def evaluate(run: Run, hook: Hooks) -> dict[str, float]:
     run.improved = distributed.any_rank(better, run.comm)  # best.ckpt is saved by all ranks together
     state.best = value if run.improved else state.best
     state.evals_since_best = 0 if run.improved else state.evals_since_best + 1
-    state.evaluated_at = state.step
     run.history.append({"kind": "eval", "step": state.step, "epoch": state.epoch, **metrics})
     if run.improved:
         save(run, "best.ckpt")
@@ -282,8 +269,7 @@ def save(run: Run, name: str, keep_step_copy: bool = False) -> None:
     sync_running_stats(run)
     if not run.comm.is_main:
         return
-    state = {**asdict(run.state), "unlogged": [float(loss) for loss in run.state.unlogged]}
-    meta = {"format": 1, "state": state, "config": run.cfg.to_dict(), "task_meta": run.data.meta,
+    meta = {"format": 1, "state": asdict(run.state), "config": run.cfg.to_dict(), "task_meta": run.data.meta,
             "template_commit": checkpoint.template_version(), "saved": datetime.now().isoformat(timespec="seconds")}
     holders = [run.network, run.optimizer, run.step_fn.scaler, *run.ema.holders]
     keep = run.cfg.train.keep_last

@@ -71,6 +71,20 @@ def find_resume(output_dir: str, resume: str | None) -> Path | None:
     return path
 
 
+def is_finished(state: dict[str, Any], total_steps: int) -> bool:
+    """Did the run of a checkpoint's ``state`` end (all its steps, then its final evaluation)?"""
+    return state["step"] == total_steps == state.get("evaluated_at")
+
+
+def finished(run) -> dict[str, Any]:
+    """What ``fit`` says and returns for a finished run (a ``loop.Run``; ``run.finished``: its saved state)."""
+    state = run.finished
+    log.info(f"{run.run_dir} is finished (step {state['step']} of {run.total_steps}, evaluated): nothing to do; "
+             "to train it longer, resume with --set train.max_steps=N (or train.epochs=N)")
+    return {"run_dir": str(run.run_dir), "steps": state["step"], "epochs": state["epoch"], "finished": True,
+            "best": state["best"], "monitor": run.task.monitor_for(run.cfg)}
+
+
 def started_at(run_dir: Path) -> float:
     """When the run in ``run_dir`` started: its ``.started`` stamp (folders from before the stamp:
     their oldest file)."""
@@ -88,13 +102,16 @@ def reserve_run_dir(cfg: Config) -> Config:
     return cfg.model_copy(update={"output": cfg.output.model_copy(update={"name": run_dir.name})})
 
 
-def unreserve_run_dir(cfg: Config) -> None:
-    """Remove the folder ``reserve_run_dir`` made if the run was refused before writing anything."""
+def unreserve_run_dir(cfg: Config, output_dir_too: bool = False) -> None:
+    """Remove the folder ``reserve_run_dir`` made if the run was refused before writing anything
+    (and ``output.dir`` when it made that too and it is empty)."""
     run_dir = Path(cfg.output.dir) / cfg.output.name
     if run_dir.is_dir() and all(f.name in (STARTED, ".lock") for f in run_dir.iterdir()):
         for f in run_dir.iterdir():
             f.unlink()
         run_dir.rmdir()
+    if output_dir_too and run_dir.parent.is_dir() and not any(run_dir.parent.iterdir()):
+        run_dir.parent.rmdir()
 
 
 def continued_config(cfg: Config, saved: dict[str, Any], path: Path) -> Config:
