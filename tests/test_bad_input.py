@@ -47,6 +47,9 @@ NEW_CASES = {
     "template missing": (["--template", "/nonexistent/template"], "does not exist"),
     "vcs ref missing": (["--vcs-ref", "v999"], "'v999' not found"),
     "seed negative": (["-d", "seed=-5"], "seed must be >= 0"),
+    "seed past 32 bits": (["-d", "seed=99999999999"], "seed must be below 2147483648"),
+    "epochs huge": (["-d", "epochs=99999999999999999999999999"], "epochs must be at most 100000"),
+    "batch huge": (["-d", "batch_size=10000000"], "batch_size must be at most 65536"),
     "epochs not whole": (["-d", "epochs=1.5"], "epochs must be an integer"),
     "lr nan": (["-d", "learning_rate=nan"], "learning_rate must be a finite number"),
     "lr overflows": (["-d", "learning_rate=1e400"], "learning_rate must be a finite number"),
@@ -75,6 +78,21 @@ def test_new_refuses(tmp_path, args, needle):
     before = snapshot(tmp_path)
     result = msscaffold("new", "proj", *args, cwd=tmp_path)
     assert_one_line_error(result, needle)
+    assert snapshot(tmp_path) == before
+
+
+def test_a_template_with_tasks_is_refused_naming_what_msscaffold_does_instead(tmp_path):
+    """Copier's own line suggests a --trust option msscaffold does not have."""
+    template = tmp_path / "unsafe"
+    template.mkdir()
+    (template / "copier.yml").write_text('_tasks:\n  - "touch pwned"\nproject_name:\n  type: str\n'
+                                         "  default: x\n")
+    (template / "README.md").write_text("hi\n")
+    before = snapshot(tmp_path)
+    result = msscaffold("new", "proj", "--template", str(template), cwd=tmp_path)
+    assert_one_line_error(result, "the template uses _tasks (code Copier would run on this machine)",
+                          "msscaffold never runs a template's code and has no --trust")
+    assert "consider adding the `--trust` option" not in result.stderr
     assert snapshot(tmp_path) == before
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import subprocess
+import sys
 
 import pytest
 from helpers import REPO, available_tasks, git, msscaffold, read_answers, task_facts
@@ -108,6 +110,27 @@ def test_a_stop_signal_during_new_leaves_nothing(tmp_path, monkeypatch, signum):
     assert result.stderr.strip().splitlines() == ["error: interrupted"]
     assert list(tmp_path.iterdir()) == []
     assert signal.getsignal(signum) is signal.SIG_DFL  # the process's own handlers are back
+
+
+def test_a_stop_signal_as_new_reports_success_keeps_the_success(tmp_path):
+    """SIGTERM after the project is complete (as `new` prints it): exit 0 with the project, never
+    143 with a complete project that a retrying script then meets as "destination exists"."""
+    script = tmp_path / "late.py"
+    script.write_text(
+        "import os, signal\n"
+        "import msscaffold.cli as cli\n"
+        "say = cli.out.print\n"
+        "def late(*args, **kwargs):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    say(*args, **kwargs)\n"
+        "cli.out.print = late\n"
+        "cli.app(prog_name='msscaffold')\n"
+    )
+    result = subprocess.run([sys.executable, str(script), "new", "proj", "--task", "vision"], cwd=tmp_path,
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Created proj (vision")
+    assert (tmp_path / "proj" / ".copier-answers.yml").is_file()
 
 
 def test_a_bug_shows_its_traceback_and_says_so(tmp_path, monkeypatch):

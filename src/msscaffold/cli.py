@@ -142,6 +142,12 @@ def main(
     ctx.obj = Options(debug=debug)
 
 
+def _whole_process(ctx: typer.Context) -> bool:
+    """Is this command the whole process (``msscaffold ...``, not an in-process ``CliRunner``)? Then
+    once its work is complete, stop signals are ignored while it reports and exits (rollback.py)."""
+    return ctx.find_root().info_name == "msscaffold"
+
+
 def _parse_data(items: list[str], **options: str | None) -> dict[str, str]:
     """``-d KEY=VALUE`` answers plus the options that are answers (``--task``, ``--name``)."""
     data: dict[str, str] = {}
@@ -195,7 +201,12 @@ def new(
             raise MsscaffoldError(message)
         interactive = sys.stdin.isatty() and not defaults
         result = generate.new_project(
-            dest, source=src, data=answers, interactive=interactive, init_git=not no_git
+            dest,
+            source=src,
+            data=answers,
+            interactive=interactive,
+            init_git=not no_git,
+            hold_signals=_whole_process(ctx),
         )
         out.print(f"Created {dest} ({result.get('task', '?')}, template {result.get('_commit', src.src)}).")
         next_step = f"cd {shlex.quote(str(dest))} && pip install -e '.[dev]' && python train.py"
@@ -216,7 +227,9 @@ def update(
         from msscaffold import generate
 
         interactive = sys.stdin.isatty() and not defaults
-        conflicts = generate.update_project(path, vcs_ref=vcs_ref, interactive=interactive)
+        conflicts = generate.update_project(
+            path, vcs_ref=vcs_ref, interactive=interactive, hold_signals=_whole_process(ctx)
+        )
         if conflicts:
             raise MsscaffoldError(f"update left conflicts to resolve in: {', '.join(conflicts)}")
         out.print(f"Updated {path}. Review with: git -C {path} diff")

@@ -123,7 +123,7 @@ def _copier_call(fn, *args, **kwargs):
     raised by its answer checks) and a failing git command. Anything else propagates
     unchanged: it is a bug, and the CLI shows its traceback. Ctrl-C always propagates.
     """
-    from copier.errors import CopierError
+    from copier.errors import CopierError, UnsafeTemplateError
     from plumbum import ProcessExecutionError
 
     try:
@@ -132,6 +132,15 @@ def _copier_call(fn, *args, **kwargs):
             return fn(*args, **kwargs)
     except KeyboardInterrupt:  # includes Copier's CopierAnswersInterrupt
         raise
+    except UnsafeTemplateError as exc:  # Copier's own line suggests a --trust that msscaffold does not have
+        found = re.search(r"unsafe features?: (.*?)\.\n", str(exc))
+        names = found[1].split(",") if found else ["unsafe features"]
+        features = ", ".join(f"_{name.strip()}" if found else name for name in names)
+        raise MsscaffoldError(
+            f"the template uses {features} (code Copier would run on this machine); msscaffold never runs "
+            "a template's code and has no --trust: use a template without them, or run "
+            "`copier copy --trust` yourself if you trust it"
+        ) from exc
     except CopierError as exc:
         raise MsscaffoldError(_one_line(exc)) from exc
     except ValueError as exc:
@@ -180,11 +189,13 @@ def new_project(
     interactive: bool = False,
     init_git: bool = True,
     quiet: bool = True,
+    hold_signals: bool = False,
 ) -> dict:
     """Render the template into ``dest`` (and make it a git repo); return the answers.
 
     On any failure (Ctrl-C included) nothing is left behind: ``dest`` was checked to be
-    missing or empty, and whatever this call created is removed again.
+    missing or empty, and whatever this call created is removed again. ``hold_signals`` (the
+    CLI): once complete, stop signals are ignored while the caller reports it (rollback.py).
     """
     check_destination(dest)
     if (root := inside(dest, source)) is not None:
@@ -193,7 +204,7 @@ def new_project(
     check_no_nested_repo(source)
     answers = check_data(data, copier_config(source))
     top, existed = _created_paths(dest)
-    with rolled_back(lambda: _remove_output(top, existed)):
+    with rolled_back(lambda: _remove_output(top, existed), hold=hold_signals):
         _copier_call(
             run_copy,
             source.src,
@@ -249,7 +260,8 @@ def read_answers(path: Path) -> dict:
 
 
 def update_project(
-    path: Path, *, vcs_ref: str | None = None, interactive: bool = False, quiet: bool = True
+    path: Path, *, vcs_ref: str | None = None, interactive: bool = False, quiet: bool = True,
+    hold_signals: bool = False,
 ) -> list[str]:
     """Run ``copier update`` on ``path``; return the files left with conflicts. A failed or
     stopped update restores the project's committed state (it was clean: nothing else is lost)."""
@@ -259,7 +271,7 @@ def update_project(
     check_no_nested_repo(source)
     top = toplevel(path)
     head = git("rev-parse", "HEAD", cwd=top).strip()
-    with rolled_back(lambda: _restore(top, head)):
+    with rolled_back(lambda: _restore(top, head), hold=hold_signals):
         _copier_call(
             run_update,
             path,

@@ -1,6 +1,9 @@
 """All or nothing under signals: the body of ``rolled_back(undo)`` is undone when it fails or
 is stopped. SIGTERM (``timeout``, a scheduler) and SIGHUP (a closed terminal) raise as Ctrl-C
-does while it runs, so they are undone too; the undo itself cannot be cut short by another one."""
+does while it runs, so they are undone too; the undo itself cannot be cut short by another one.
+With ``hold=True`` (a command about to report and exit) a body that succeeded stays a success:
+from its last step on, stop signals are ignored, so no signal in the last moment turns a
+complete project into an exit 143 (a retrying script would then meet "destination exists")."""
 
 from __future__ import annotations
 
@@ -20,13 +23,16 @@ def _interrupt(signum, frame):
 
 
 @contextmanager
-def rolled_back(undo: Callable[[], None]) -> Iterator[None]:
+def rolled_back(undo: Callable[[], None], hold: bool = False) -> Iterator[None]:
     """Run the body with SIGTERM and SIGHUP raising as Ctrl-C does; on any exception, ``undo()``
-    with every stop signal ignored (a second Ctrl-C cannot cut the rollback short), then re-raise."""
+    with every stop signal ignored (a second Ctrl-C cannot cut the rollback short), then re-raise.
+    ``hold``: once the body succeeded, every stop signal is ignored (not restored) until the process ends."""
     main = threading.current_thread() is threading.main_thread()  # handlers live in the main thread
     previous = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS[1:]} if main else {}
     try:
         yield
+        if hold and main:  # complete: the finally below ignores stop signals from here on (a signal
+            previous = dict.fromkeys(STOP_SIGNALS, signal.SIG_IGN)  # before it still rolls back)
     except BaseException:
         held = {s: signal.signal(s, signal.SIG_IGN) for s in STOP_SIGNALS} if main else {}
         try:

@@ -40,6 +40,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) ->
     ("output.name=../../x", ("output.name", "plain folder name")),
     ("output.name=/etc", ("output.name", "plain folder name")),
     ("seed=-1", ("seed", "greater than or equal to 0")),
+    ("seed=4294967296", ("seed", "less than 2147483648")),  # NumPy and MindSpore seeds are 32-bit
     ("output.loggers=[jsonl,wandb]", ("output.loggers", "wandb")),
 ])
 def test_bad_config_values(tmp_path, override, needles):
@@ -52,6 +53,9 @@ def test_bad_config_values(tmp_path, override, needles):
     (["train.amp_level=O2", "train.amp_dtype=bfloat16", "runtime.device=CPU"], "bfloat16"),
     (["runtime.device=Ascend"], "not available"),
     (["data.path=no/such/data"], "data.path"),
+    (["train.max_steps=99999999999999999999999"], "train.max_steps=99999999999999999999999: 99,999,999,999,999,"
+                                                   "999,999,999 optimizer steps, more than the 10,000,000"),
+    (["train.epochs=100000000000"], "train.epochs=100000000000 ("),  # the schedule would take terabytes
 ])
 def test_refused_before_training(script, tmp_path, overrides, needle):
     result = script("train.py", "--set", f"output.dir={tmp_path}", *[arg for o in overrides for arg in ("--set", o)])
@@ -147,6 +151,18 @@ def test_scripts_without_checkpoint_and_no_run_say_train_first(tmp_path):
     assert_one_line_error(run("eval.py", "--set", f"output.dir={runs}"), "train first")
     assert_one_line_error(run("export.py", "--out", str(export), "--set", f"output.dir={runs}"), "train first")
     assert not any(tmp_path.iterdir())
+
+
+def test_a_config_not_utf8_a_key_given_twice_or_a_value_not_yaml_is_one_line(script, tmp_path):
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("train:\n  epochs: 2  # \u00e9t\u00e9\n".encode("latin-1"))
+    assert_one_line_error(script("train.py", "--config", str(latin)), f"{latin} is not UTF-8 text (line 2, byte 22)")
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("train:\n  epochs: 2\n  batch_size: 8\n  epochs: 3\n")  # PyYAML alone keeps the 3
+    assert_one_line_error(script("train.py", "--config", str(twice)),
+                          f"{twice}: key 'epochs' is given twice (lines 2 and 4): keep one")
+    assert_one_line_error(script("train.py", "--set", "train.epochs=["), "override 'train.epochs=[': '[' is not a YAML")
+    assert not any(tmp_path.glob("*/"))
 
 
 def test_config_file_errors(tmp_path):

@@ -1,9 +1,17 @@
 """MINDIR export with a dynamic batch axis and a reload check against the live network, ONNX
 export checked by onnxruntime (``onnx.py``), and a ``<name>.json`` beside each network with what
-inference needs (``spec.py``)."""
+inference needs (``spec.py``).
+
+Every file of a network is written into a hidden folder inside ``--out`` first and moved into
+place when all of them are written and checked (as ``torch.save`` users write to a temporary
+name and rename): a failure, a full disk among them, leaves ``--out`` as it was, in one line."""
 
 from __future__ import annotations
 
+import io
+import os
+import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import mindspore as ms
@@ -40,7 +48,18 @@ def export_checkpoint(path: str, out_dir: str, overrides: list[str] = (), format
         runtime()  # before anything is written
     trained = load_trained(path, overrides)
     out = Path(out_dir)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        return export_networks(trained, path, out, formats, batch)
+    except BaseException:
+        if created and not any(out.iterdir()):  # the folder this export made, and nothing in it
+            out.rmdir()
+        raise
+
+
+def export_networks(trained, path: str, out: Path, formats: tuple[str, ...], batch: int | None) -> dict[str, Path]:
+    """Each of ``trained``'s networks into ``out``, one staged set of files each."""
     written = {}
     meta = trained.task.deploy_meta(trained.meta, trained.cfg)
     arrays = trained.task.deploy_arrays(trained.meta, trained.cfg)
@@ -49,19 +68,48 @@ def export_checkpoint(path: str, out_dir: str, overrides: list[str] = (), format
         raise UserError(f"{taken[0]} exists: export to another --out folder, or remove it first")
     for name, (cell, inputs) in exports.items():
         files = {}
-        if arrays:
-            np.savez(out / f"{name}.npz", **arrays)
-            files["arrays"] = out / f"{name}.npz"
-        if "mindir" in formats:
-            written[name] = files["mindir"] = export_and_check(cell, inputs, out / name)
-        if "onnx" in formats:
-            from .onnx import export_onnx
+        with staged(out, name) as stage:  # files named as in out, moved there when all are written
+            if arrays:  # built in memory: a failed write then leaves no half-closed zip behind
+                buffer = io.BytesIO()
+                np.savez(buffer, **arrays)
+                (stage / f"{name}.npz").write_bytes(buffer.getvalue())
+                files["arrays"] = out / f"{name}.npz"
+            if "mindir" in formats:
+                export_and_check(cell, inputs, stage / name)
+                written[name] = files["mindir"] = out / f"{name}.mindir"
+            if "onnx" in formats:
+                from .onnx import export_onnx
 
-            names = io_names(name, cell, len(_numpy(cell(*inputs))))
-            written[f"{name}.onnx"], checked = export_onnx(cell, inputs, out / name, batch, names)
-            files["onnx"] = {"file": written[f"{name}.onnx"], **checked}
-        write_spec(out / name, files, cell, inputs, _numpy(cell(*inputs)), trained.task.name, meta, path)
+                names = io_names(name, cell, len(_numpy(cell(*inputs))))
+                checked = export_onnx(cell, inputs, stage / name, batch, names)[1]
+                written[f"{name}.onnx"] = out / f"{name}.onnx"
+                files["onnx"] = {"file": written[f"{name}.onnx"], **checked}
+            if (out / f"{name}.json").is_file():  # an earlier export's formats stay listed (spec.py)
+                shutil.copyfile(out / f"{name}.json", stage / f"{name}.json")
+            write_spec(stage / name, files, cell, inputs, _numpy(cell(*inputs)), trained.task.name, meta, path)
     return written
+
+
+@contextmanager
+def staged(out: Path, name: str):
+    """A hidden folder in ``out`` to write ``name``'s files in; when the block ends they are moved
+    into ``out`` (renames: nothing is copied); on any failure it is removed and ``out`` is as it was.
+    A file system error (a full disk, a quota) is one line naming the network and the reason."""
+    stage = out / f".{name}.partial"
+    shutil.rmtree(stage, ignore_errors=True)  # left by an export that was killed
+    try:
+        stage.mkdir()
+        yield stage
+        for entry in sorted(stage.iterdir()):
+            target = out / entry.name
+            if entry.is_dir() and target.is_dir():  # MINDIR's external weights of a large network
+                shutil.rmtree(target)
+            os.replace(entry, target)
+    except OSError as exc:
+        raise UserError(f"could not export {name} into {out} ({exc.strerror or exc}); "
+                        f"none of its files was written") from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def export_and_check(cell: nn.Cell, inputs: tuple[Tensor, ...], stem: Path, atol: float = 1e-4) -> Path:

@@ -10,12 +10,17 @@ computed from ones it can during the export (``onnx_ops.py``). Needs the ``[onnx
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
+import re
+from contextlib import contextmanager
 from pathlib import Path
 
 import mindspore.onnx
 import numpy as np
 from mindspore import Tensor, nn
+from mindspore import log as ms_log
 
 from ..engine.errors import UserError
 from .onnx_ops import exportable, refused_op
@@ -72,7 +77,7 @@ def _write(onnx, cell: nn.Cell, inputs: tuple[Tensor, ...], path: Path, names: t
     ``output_names`` can name an output no node writes)."""
     inputs_named, outputs_named = names
     try:
-        with exportable():
+        with exportable(), mindspore_errors() as said:
             mindspore.onnx.export(cell, *inputs, file_name=str(path), input_names=inputs_named,
                                   dynamic_axes={n: {0: "batch"} for n in inputs_named} if dynamic else None)
     except RuntimeError as exc:
@@ -81,6 +86,9 @@ def _write(onnx, cell: nn.Cell, inputs: tuple[Tensor, ...], path: Path, names: t
             raise
         raise UserError(f"{label}: MindSpore cannot export the {op} op to ONNX "
                         "(deploy/onnx_ops.py rewrites the ones it can)") from None
+    if not path.is_file():  # 2.10 logs a failed write (e.g. a full disk) and returns: its error, raised
+        failed = re.search(r"\[Errno (\d+)\] (.*)", said[-1] if said else "")
+        raise OSError(*(int(failed[1]), failed[2]) if failed else (errno.EIO, "MindSpore wrote no ONNX file"))
     model = onnx.load(str(path))
     renamed = {output.name: new for output, new in zip(model.graph.output, outputs_named)}
     for node in model.graph.node:
@@ -89,6 +97,22 @@ def _write(onnx, cell: nn.Cell, inputs: tuple[Tensor, ...], path: Path, names: t
     for output in model.graph.output:
         output.name = renamed.get(output.name, output.name)
     onnx.save(model, str(path))
+
+
+@contextmanager
+def mindspore_errors():
+    """MindSpore's own error log lines while the block runs, kept in a list instead of printed."""
+    logger, said = ms_log._get_logger(), []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            said.append(record.getMessage())
+
+    handlers, logger.handlers = logger.handlers, [Keep(logging.ERROR)]
+    try:
+        yield said
+    finally:
+        logger.handlers = handlers
 
 
 def _fix_batch(onnx, path: Path, rows: int) -> None:

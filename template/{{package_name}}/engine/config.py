@@ -29,8 +29,25 @@ from .seams import named_code
 DEFAULT_CONFIG = "config/config.yaml"  # the project's config, relative to its root (where the scripts run)
 
 
+class DuplicateKey(yaml.YAMLError):
+    """A mapping that gives one key twice (PyYAML would keep the last silently)."""
+
+
 class _Loader(yaml.SafeLoader):
-    """YAML with YAML 1.2 floats: ``3e-4`` is a number (PyYAML's 1.1 rules read it as text)."""
+    """YAML with YAML 1.2 floats: ``3e-4`` is a number (PyYAML's 1.1 rules read it as text), and
+    a key given twice in one mapping refused, naming both lines (PyYAML keeps the last one)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *base``: a merge, its keys may be overridden
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise DuplicateKey(f"key {key!r} is given twice (lines {seen[key]} and {line}): keep one")
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 _Loader.add_implicit_resolver(
@@ -65,11 +82,30 @@ def load_config(paths: str | Path | Sequence[str | Path], overrides: Sequence[st
     return cfg
 
 
+MAX_STEPS = 10_000_000  # optimizer steps of one run (days at 10 ms a step); its rate schedule is 40 MB
+
+
+def check_run_length(cfg: Config, total_steps: int, steps_per_epoch: int) -> int:
+    """``total_steps``, refused past ``MAX_STEPS`` naming the key that asked for them (the schedule
+    holds a rate per step: ``optim.lr_schedule``)."""
+    if total_steps > MAX_STEPS:
+        given = (f"train.max_steps={cfg.train.max_steps}" if cfg.train.max_steps else
+                 f"train.epochs={cfg.train.epochs} ({steps_per_epoch:,} optimizer steps each)")
+        raise ConfigError(f"{given}: {total_steps:,} optimizer steps, more than the {MAX_STEPS:,} a run may take; "
+                          "lower it")
+    return total_steps
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     try:
         raw = parse(path.read_text(encoding="utf-8")) or {}
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path} is not UTF-8 text (line {line}, byte {exc.start}): save it as UTF-8") from None
+    except DuplicateKey as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML: {exc}".replace("\n", " ")) from None
     if not isinstance(raw, dict):
@@ -111,7 +147,11 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise ConfigError(f"override {item!r}: {part!r} is not a section")
-    node[leaf] = parse(text) if text else None
+    try:
+        node[leaf] = parse(text) if text else None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"override {item!r}: {text!r} is not a YAML value ({getattr(exc, 'problem', None) or exc})"
+                          .replace("\n", " ")) from None
 
 
 def _source(loc: tuple, layers: list[tuple[str, dict[str, Any]]]) -> str:

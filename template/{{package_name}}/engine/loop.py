@@ -21,13 +21,13 @@ from typing import Any
 
 from mindspore import nn
 
-from . import checkpoint, distributed, pipeline, runtime
+from . import checkpoint, config, distributed, pipeline, runtime
 from .data import Batches
 from .ema import EMA, NoEMA, build_ema
 from .errors import ConfigError, Interrupted
 from .optim import build_optimizer, current_lr, layer_scales, lr_schedule, warmup_steps
 from .progress import Hooks, Progress
-from .resume import continued_config, find_resume, lock_run_dir, new_run_dir, resume_dir
+from .resume import continued_config, find_resume, finished, is_finished, lock_run_dir, new_run_dir, resume_dir
 from .schema import Config
 from .signals import StopSignals
 from .step import TrainStep, build_train_step
@@ -48,6 +48,8 @@ class State:
     skipped_steps: int = 0  # overflowed (fp16) steps whose update was skipped
     total_steps: int = 0  # the run's length when saved (a resume may change it)
     stretches: list = field(default_factory=list)  # [step, total before, after] per change (optim.lr_schedule)
+    evaluated_at: int = -1  # the step of the last evaluation
+    unlogged: list = field(default_factory=list)  # micro-step losses since the last log row (a resume's first row)
 
 
 @dataclass
@@ -73,16 +75,19 @@ class Run:
     history: list[dict[str, Any]] = field(default_factory=list)  # every log row and evaluation
     lock: Any = None  # rank 0's lock on run_dir (resume.py), released when fit ends
     improved: bool = False  # the last evaluation was a new best
+    finished: dict | None = None  # resumed after the run ended: its saved state (fit says so, changes nothing)
     stop_requested: bool = False
 
 
 def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: Run | None = None
         ) -> dict[str, Any]:
     """Train, evaluate and checkpoint as ``cfg`` says; return the final metrics and where they went.
-    ``resume``: a checkpoint path, or ``auto`` (the newest ``last.ckpt`` under ``output.dir``)."""
+    ``resume``: a checkpoint path, or ``auto`` (the newest run started under ``output.dir``)."""
     # -- setup ---------------------------------------------------------------------------
     run = run or setup(cfg, task, resume)
     cfg, state, k = run.cfg, run.state, run.cfg.train.grad_accum_steps
+    if run.finished:  # resumed after its end: said, and nothing is trained, evaluated or written
+        return finished(run)
     global_batch = cfg.train.batch_size * k * run.comm.size
     log.info(f"{task.name}: {run.total_steps} optimizer steps, global batch {global_batch} = {cfg.train.batch_size} "
              f"x {k} accumulation x {run.comm.size} device(s) on {run.device}, "
@@ -94,7 +99,7 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
     progress = Progress(run)
     hook = Hooks(run, [*callbacks], progress)
     hook("on_train_begin")
-    losses, tick, evaluated_at, metrics = [], time.perf_counter(), -1, {}
+    tick, metrics = time.perf_counter(), {}  # (the losses of the next log row: state.unlogged, saved with it)
     stop_signal = None  # a signal every rank has agreed to stop on
 
     # -- the loop: epochs of optimizer steps of k micro-steps ----------------------------
@@ -107,7 +112,7 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
                 for micro_step in range(k):  # gradients add up; the last micro-step updates
                     loss, finite = run.step_fn(next(batches), apply=micro_step == k - 1)
                     finite = bool(finite.asnumpy())  # read every step: keeps the host in step (step.py)
-                    losses.append(loss)
+                    state.unlogged.append(float(loss.asnumpy()))  # (ready: its step's ``finite`` was just read)
                 run.ema.update()  # train.ema: the average follows the weights
                 state.batch, state.step = state.batch + k, state.step + 1
                 state.skipped_steps += not finite
@@ -117,20 +122,20 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
                     if distributed.any_rank(signals.received is not None, run.comm):
                         stop_signal = signals.received or signal.SIGTERM
                 if state.step % cfg.train.log_every == 0 or state.step == run.total_steps:
-                    row, losses, tick = log_row(run, losses, tick), [], time.perf_counter()
+                    row, state.unlogged, tick = log_row(run, state.unlogged, tick), [], time.perf_counter()
                     run.history.append({"kind": "train", **row})
                     hook("on_step_end", row)
                 if cfg.train.save_every and state.step % cfg.train.save_every == 0:
                     save(run, "last.ckpt", keep_step_copy=True)
                 if cfg.train.eval_every and state.step % cfg.train.eval_every == 0:
-                    metrics, evaluated_at = evaluate(run, hook), state.step
+                    metrics, state.evaluated_at = evaluate(run, hook), state.step
                 if run.stop_requested or stop_signal is not None:
                     break
             if state.batch // k == run.steps_per_epoch:  # the epoch is complete
                 hook("on_epoch_end", state.epoch)
                 state.epoch, state.batch = state.epoch + 1, 0
                 if not cfg.train.eval_every and not run.stop_requested:
-                    metrics, evaluated_at = evaluate(run, hook), state.step
+                    metrics, state.evaluated_at = evaluate(run, hook), state.step
 
         # -- the end: a signal saves where it stopped and leaves; otherwise a final evaluation ----
         if stop_signal is not None:
@@ -139,8 +144,8 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
             log.info(f"stopped at step {state.step} of {run.total_steps}: saved {run.run_dir / 'last.ckpt'}; "
                      f"continue with: python train.py --resume {run.run_dir / 'last.ckpt'}")
             raise Interrupted(stop_signal)
-        if evaluated_at != state.step:
-            metrics = evaluate(run, hook)
+        if state.evaluated_at != state.step:  # (a run resumed after its last evaluation has its row already)
+            metrics, state.evaluated_at = evaluate(run, hook), state.step
         save(run, "last.ckpt")
         if signals.received is not None:
             log.info(f"signal {signals.received} came during the final evaluation and save: both finished; "
@@ -171,7 +176,7 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
                       workers=pipeline.resolve_workers(cfg.data.workers), accumulation=cfg.train.grad_accum_steps)
     per_epoch = len(batches) // cfg.train.grad_accum_steps  # whole steps: Batches rounds the epoch up to them
 
-    total_steps = cfg.train.max_steps or cfg.train.epochs * per_epoch
+    total_steps = config.check_run_length(cfg, cfg.train.max_steps or cfg.train.epochs * per_epoch, per_epoch)
     if meta is not None and meta["state"]["step"] > total_steps:
         raise ConfigError(f"{resume_path} is at step {meta['state']['step']}, past this run's {total_steps} steps; "
                           f"raise train.max_steps or train.epochs to continue it")
@@ -198,7 +203,9 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
               per_epoch, ema=build_ema(model.network, cfg.train.ema), state=State(total_steps=total_steps),
               resumed_from=resume_path)
 
-    if resume_path is None:
+    if meta is not None and is_finished(meta["state"], total_steps):  # fit says so and returns: nothing changes
+        run.run_dir, run.finished = resume_path.parent, meta["state"]
+    elif resume_path is None:
         task.warm_start(run.network, cfg)
         run.ema.reset()  # the average starts from the pretrained weights, not the random ones
         run.run_dir = new_run_dir(cfg, comm.is_main)
@@ -225,7 +232,7 @@ def log_row(run: Run, losses: list, tick: float) -> dict[str, Any]:
     """The log row of the steps since the last one: mean loss (over ranks), lr, throughput."""
     steps = len(losses) / run.cfg.train.grad_accum_steps
     global_batch = run.cfg.train.batch_size * run.cfg.train.grad_accum_steps * run.comm.size
-    loss = sum(float(loss.asnumpy()) for loss in losses) / len(losses)
+    loss = sum(losses) / len(losses)
     return {"step": run.state.step, "epoch": run.state.epoch, "loss": distributed.mean(loss, run.comm),
             "lr": current_lr(run.optimizer, run.schedule),
             "samples_per_s": steps * global_batch / max(time.perf_counter() - tick, 1e-9),

@@ -10,6 +10,10 @@
   the checkpoint's step (the work lost with the interruption) are dropped, so the log reads as
   one run. Any other checkpoint (``best.ckpt``, ``step-N.ckpt``, a copy elsewhere) continues in
   a new run folder, so a later ``last.ckpt`` is never overwritten.
+- ``--resume auto`` continues the newest run *started* under ``output.dir`` (each run folder
+  holds a ``.started`` stamp, written before MindSpore is imported), never an older one: a newest
+  run that never saved a checkpoint is said in one line, and a finished run says so and is left
+  as it is (Lightning's ``ckpt_path="last"`` is this experiment's run, not the newest file on disk).
 - One writer per run folder: rank 0 holds an exclusive lock on ``.lock`` while it trains (the OS
   drops it when the process ends, even on SIGKILL), so a second run into the folder is refused.
 """
@@ -43,19 +47,74 @@ SAFE_ON_RESUME = ("train.epochs", "train.max_steps", "train.eval_every", "train.
                   "output.dir", "output.plot", "output.loggers")
 
 
+STARTED = ".started"  # in each run folder, written when the run starts: --resume auto orders runs by it
+
+
 def find_resume(output_dir: str, resume: str | None) -> Path | None:
-    """``auto``: the newest ``last.ckpt`` under ``output_dir`` (or none: start fresh); else a path."""
+    """``auto``: the ``last.ckpt`` of the newest run started under ``output_dir`` (none: start
+    fresh; that run never saved one: refused); else a path."""
     if resume is None:
         return None
     if resume == "auto":
-        found = sorted(Path(output_dir).glob("*/last.ckpt"), key=lambda p: p.stat().st_mtime)
-        return found[-1] if found else None
+        root = Path(output_dir)
+        runs = [d for d in root.iterdir() if (d / STARTED).is_file() or (d / "last.ckpt").is_file()] \
+            if root.is_dir() else []
+        if not runs:
+            return None
+        newest = max(runs, key=started_at)
+        if not (newest / "last.ckpt").is_file():
+            raise CheckpointError(f"{newest} never saved a checkpoint: nothing to resume; start again "
+                                  f"(python train.py), or resume another run by its path (--resume RUN/last.ckpt)")
+        return newest / "last.ckpt"
     path = Path(resume)
     if path.is_dir():
         raise CheckpointError(f"--resume {resume} is a folder; pass a checkpoint, e.g. {path / 'last.ckpt'}")
     if not path.is_file():
         raise CheckpointError(f"--resume {resume}: no such checkpoint")
     return path
+
+
+def is_finished(state: dict[str, Any], total_steps: int) -> bool:
+    """Did the run of a checkpoint's ``state`` end (all its steps, then its final evaluation)?"""
+    return state["step"] == total_steps == state.get("evaluated_at")
+
+
+def finished(run) -> dict[str, Any]:
+    """What ``fit`` says and returns for a finished run (a ``loop.Run``; ``run.finished``: its saved state)."""
+    state = run.finished
+    log.info(f"{run.run_dir} is finished (step {state['step']} of {run.total_steps}, evaluated): nothing to do; "
+             "to train it longer, resume with --set train.max_steps=N (or train.epochs=N)")
+    return {"run_dir": str(run.run_dir), "steps": state["step"], "epochs": state["epoch"], "finished": True,
+            "best": state["best"], "monitor": run.task.monitor_for(run.cfg)}
+
+
+def started_at(run_dir: Path) -> float:
+    """When the run in ``run_dir`` started: its ``.started`` stamp (folders from before the stamp:
+    their oldest file)."""
+    stamp = run_dir / STARTED
+    if stamp.is_file():
+        return stamp.stat().st_mtime
+    return min((f.stat().st_mtime for f in run_dir.iterdir() if f.is_file()), default=run_dir.stat().st_mtime)
+
+
+def reserve_run_dir(cfg: Config) -> Config:
+    """Create the new run's folder with its ``.started`` stamp now, at launch (before MindSpore
+    is imported, seconds before training starts), and return ``cfg`` naming it: a run stopped
+    while it starts is still the newest run for ``--resume auto``."""
+    run_dir = new_run_dir(cfg, True)
+    return cfg.model_copy(update={"output": cfg.output.model_copy(update={"name": run_dir.name})})
+
+
+def unreserve_run_dir(cfg: Config, output_dir_too: bool = False) -> None:
+    """Remove the folder ``reserve_run_dir`` made if the run was refused before writing anything
+    (and ``output.dir`` when it made that too and it is empty)."""
+    run_dir = Path(cfg.output.dir) / cfg.output.name
+    if run_dir.is_dir() and all(f.name in (STARTED, ".lock") for f in run_dir.iterdir()):
+        for f in run_dir.iterdir():
+            f.unlink()
+        run_dir.rmdir()
+    if output_dir_too and run_dir.parent.is_dir() and not any(run_dir.parent.iterdir()):
+        run_dir.parent.rmdir()
 
 
 def continued_config(cfg: Config, saved: dict[str, Any], path: Path) -> Config:
@@ -131,20 +190,29 @@ def new_run_dir(cfg: Config, is_main: bool) -> Path:
     if not is_main:
         return run_dir
     if cfg.output.name:
-        if run_dir.exists() and any(run_dir.iterdir()):
+        # A folder holding only its stamp was reserved at launch for this run (reserve_run_dir).
+        if run_dir.exists() and any(f.name != STARTED for f in run_dir.iterdir()):
             raise ConfigError(f"run folder {run_dir} exists; pick another output.name "
                               f"or pass --resume {run_dir}/last.ckpt")
         run_dir.mkdir(parents=True, exist_ok=True)
-        return run_dir
+        return stamped(run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     for n in range(1, 1000):  # mkdir is atomic: of two runs started at once, one gets each name
         candidate = run_dir if n == 1 else run_dir.with_name(f"{name}-{n}")
         try:
             candidate.mkdir()
-            return candidate
+            return stamped(candidate)
         except FileExistsError:
             continue
     raise ConfigError(f"{run_dir}: no free run folder name; set output.name")
+
+
+def stamped(run_dir: Path) -> Path:
+    """``run_dir`` with its ``.started`` stamp (kept when it was reserved at launch)."""
+    stamp = run_dir / STARTED
+    if not stamp.exists():
+        stamp.write_text(f"{datetime.now().isoformat(timespec='seconds')} pid {os.getpid()}\n", encoding="utf-8")
+    return run_dir
 
 
 def lock_run_dir(run_dir: Path) -> IO | None:

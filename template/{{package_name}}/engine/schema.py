@@ -176,7 +176,7 @@ class Output(Section):
 
 class Config(Section):
     task: str
-    seed: int = Field(42, ge=0)  # the same seed on every rank: identical init, data order differs by shard
+    seed: int = Field(42, ge=0, lt=2**31)  # the same seed on every rank: identical init, data order differs by shard
     runtime: Runtime = Runtime()
     train: Train = Train()
     eval: Eval = Eval()

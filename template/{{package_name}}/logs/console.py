@@ -68,6 +68,8 @@ def console():
     try:
         yield handler
     finally:
+        for line in handler.pending:  # said by a run that never had a folder to log in (e.g. a finished one)
+            print(line, flush=True)
         PROJECT_LOGGER.removeHandler(handler)
         PROJECT_LOGGER.setLevel(level)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,10 @@ from typing import NoReturn
 
 from ..engine.config import DEFAULT_CONFIG
 from ..engine.errors import Interrupted, UserError
+
+# How a multi-process launcher announces itself (engine/distributed.py): then each rank finds its
+# run folder as training starts, not here.
+LAUNCHERS = ("MS_ROLE", "OMPI_COMM_WORLD_SIZE", "RANK_TABLE_FILE")
 
 
 def parser(description: str, checkpoint: bool = False) -> argparse.ArgumentParser:
@@ -69,18 +74,28 @@ def guarded(main: Callable[[], object]) -> NoReturn:
 
 def train_main() -> NoReturn:
     p = parser("Train the model described by the config.")
-    p.add_argument("--resume", metavar="auto|PATH", help="continue from a checkpoint ('auto': the newest last.ckpt)")
+    p.add_argument("--resume", metavar="auto|PATH",
+                   help="continue from a checkpoint ('auto': the newest run started, if unfinished)")
     args = p.parse_args()
 
     def main():
-        from ..engine.resume import find_resume
+        from ..engine.resume import find_resume, reserve_run_dir, unreserve_run_dir
         from ..tasks import load_config
 
         cfg = load_config([DEFAULT_CONFIG, *args.configs], args.overrides)
-        find_resume(cfg.output.dir, args.resume)  # a --resume path that is not a checkpoint: said at once
+        resume = find_resume(cfg.output.dir, args.resume)  # a --resume that is not a checkpoint: said at once
+        existed = Path(cfg.output.dir).exists()
+        if resume is None and not any(var in os.environ for var in LAUNCHERS):
+            cfg = reserve_run_dir(cfg)  # the new run's folder exists from now: --resume auto sees it
         from .train import train  # imports MindSpore: after the config and --resume are known to be valid
 
-        print(json.dumps(train(cfg, resume=args.resume), indent=2))
+        try:
+            summary = train(cfg, resume=str(resume) if resume else None)
+        except (UserError, OSError):
+            if resume is None:  # a run refused before it trained leaves no folder behind
+                unreserve_run_dir(cfg, output_dir_too=not existed)
+            raise
+        print(json.dumps(summary, indent=2))
 
     guarded(main)
 

@@ -110,15 +110,22 @@ def _generate(args: argparse.Namespace) -> None:
 
 
 def read_prompts(path: str, batch_size: int) -> list[str]:
-    """--prompts FILE: its non-empty lines (a line's own trailing newline is not part of it)."""
+    """--prompts FILE: its lines, one prompt each (a line's own trailing newline is not part of it),
+    so output line i answers input line i: a blank line among them is refused; blank lines at the
+    end of the file are not prompts."""
     if batch_size < 1:
         raise UserError(f"--batch-size={batch_size}: must be >= 1")
     try:
-        prompts = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+        prompts = Path(path).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"--prompts {path}: cannot be read as UTF-8 text ({exc})") from None
+    while prompts and not prompts[-1].strip():
+        prompts.pop()
     if not prompts:
         raise UserError(f"--prompts {path}: no prompt in it (one per line)")
+    if blank := next((i for i, line in enumerate(prompts, 1) if not line.strip()), None):
+        raise UserError(f"--prompts {path}: line {blank} is blank; each line is one prompt (one JSON line out "
+                        "per line in): remove it, or use --prompt for an empty prompt")
     return prompts
 
 

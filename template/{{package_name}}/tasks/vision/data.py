@@ -20,10 +20,11 @@ import numpy as np
 
 from ...engine import checkpoint
 from ...engine.arrays import normalise, stratified_split
+from ...engine.config import read_yaml
 from ...engine.errors import DataError
 from ...engine.pipeline import resolve_workers
 from ...engine.task import Data
-from ...images.decode import IMAGE_SUFFIXES, read_npz
+from ...images.decode import IMAGE_SUFFIXES, open_image, read_npz
 from ...images.files import STREAM_SUFFIXES, ImageFiles, ImageTransform, statistics
 from .augment import Recipe
 
@@ -31,6 +32,10 @@ from .augment import Recipe
 def load_data(cfg) -> Data:
     kind, examples, labels, classes = read_examples(cfg)
     check_classes(classes, cfg)
+    if kind == "image":
+        check_every_class(labels, cfg.data.path)
+    else:
+        check_not_the_digits_settings(examples[0], cfg)
     train_idx, eval_idx = stratified_split(labels, len(labels), cfg.data.eval_fraction, cfg.seed)
     d = cfg.data
     if kind == "image":  # an .npz, decoded: normalised in memory
@@ -77,6 +82,9 @@ def load_eval_data(cfg, meta: dict) -> Data:
     kind, examples, labels, classes = read_examples(cfg)
     if kind == "file":
         labels = labels_by_name(labels, classes, meta["classes"], cfg.data.path)
+    elif (beyond := np.flatnonzero(labels >= len(meta["classes"]))).size:
+        raise DataError(f"{cfg.data.path}: labels[{beyond[0]}] = {labels[beyond[0]]} is not one of the checkpoint's "
+                        f"{len(meta['classes'])} classes (0-{len(meta['classes']) - 1})")
     trained_on = meta.get("data_path", cfg.data.path)  # absent: a checkpoint from before data_path was kept
     if trained_on is not None and Path(trained_on).resolve() == Path(cfg.data.path).resolve():
         rows = stratified_split(labels, len(labels), cfg.data.eval_fraction, cfg.seed)[1]
@@ -148,6 +156,37 @@ def labels_by_name(labels: np.ndarray, classes: list[str], known: list[str], pat
         raise DataError(f"data.path={path!r}: class {unknown[0]!r} is not one of the checkpoint's "
                         f"{len(known)} classes ({listed})")
     return np.asarray([known.index(name) for name in classes], np.int32)[labels]
+
+
+def check_every_class(labels: np.ndarray, path: str) -> None:
+    """An .npz's classes are 0 to its largest label: one with no example is a numbering mistake."""
+    if (empty := np.flatnonzero(np.bincount(labels) == 0)).size:
+        raise DataError(f"{path}: labels has no example of class {empty[0]} (labels run 0-{labels.max()}, "
+                        f"{empty.size} class(es) empty): number the classes 0 to K-1 without gaps")
+
+
+# The embedded digits' data.image_size and data.channels, the generated config's defaults.
+DIGITS_SETTINGS = (8, 1)
+
+
+def check_not_the_digits_settings(first: str, cfg) -> None:
+    """A folder of photos with the digits' 8x8 grey settings left in the config would train on
+    8x8 grey thumbnails without a word: refused, saying what to set (``--set`` them to keep them)."""
+    if (cfg.data.image_size, cfg.data.channels) != DIGITS_SETTINGS or not cfg.origin.get("files"):
+        return  # (no files: a config rebuilt from a checkpoint, whose run passed this check)
+    chosen = {item.partition("=")[0] for item in cfg.origin.get("overrides", [])}
+    for layer in cfg.origin["files"][1:]:  # an experiment file over config.yaml that sets them chose them
+        chosen |= {f"data.{key}" for key in (read_yaml(Path(layer)).get("data") or {})}
+    if chosen & {"data.image_size", "data.channels"}:
+        return
+    with open_image(Path(first)) as image:
+        colour, (w, h) = image.mode not in ("1", "L", "LA", "I", "I;16", "F"), image.size
+    if colour or min(w, h) > 2 * DIGITS_SETTINGS[0]:
+        size = min(64, min(w, h))
+        raise DataError(f"data.path={cfg.data.path!r} holds {'colour' if colour else 'grey'} images ({first}: {w}x{h}) "
+                        f"but data.image_size=8 and data.channels=1 are the embedded digits' settings: set yours, "
+                        f"e.g. --set data.image_size={size} --set data.channels={3 if colour else 1} "
+                        "(--set them to 8 and 1 to train on 8x8 grey as they are)")
 
 
 def check_classes(classes: list[str], cfg) -> None:

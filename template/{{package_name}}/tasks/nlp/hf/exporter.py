@@ -22,12 +22,15 @@ an interrupted export leaves nothing half-written under that name.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
 import numpy as np
+from safetensors import SafetensorError
 
 from ....engine.errors import UserError
 from ..config import DECODER_TRAITS, ModelConfig
@@ -117,10 +120,13 @@ def new_folder(out: Path):
         raise UserError(f"{out} exists: export to a new --out folder")
     tmp = out.with_name(f".{out.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)  # left by an interrupted export
-    tmp.mkdir(parents=True)
     try:
+        tmp.mkdir(parents=True)
         yield tmp
         os.rename(tmp, out)
+    except OSError as exc:  # a full disk, a quota: one line, and nothing left behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise UserError(f"could not write {out} ({exc.strerror or exc}); nothing was written") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -180,12 +186,25 @@ def save_file(tensors: dict[str, np.ndarray], path: Path, dtype: str) -> None:
     if DTYPES[dtype] is not None:
         from safetensors.numpy import save_file as save
 
-        save({k: np.ascontiguousarray(v, DTYPES[dtype]) for k, v in tensors.items()}, str(path), metadata)
+        try:
+            save({k: np.ascontiguousarray(v, DTYPES[dtype]) for k, v in tensors.items()}, str(path), metadata)
+        except SafetensorError as exc:
+            raise writing_failed(path, exc) from None
         return
     try:
         import torch
         from safetensors.torch import save_file as save
     except ImportError:
         raise UserError("--dtype bf16 needs PyTorch (pip install torch); or use --dtype fp16 or fp32") from None
-    save({k: torch.from_numpy(np.ascontiguousarray(v)).to(torch.bfloat16) for k, v in tensors.items()}, str(path),
-         metadata)
+    try:
+        save({k: torch.from_numpy(np.ascontiguousarray(v)).to(torch.bfloat16) for k, v in tensors.items()}, str(path),
+             metadata)
+    except SafetensorError as exc:
+        raise writing_failed(path, exc) from None
+
+
+def writing_failed(path: Path, exc: Exception) -> OSError:
+    """The safetensors writer's error (its Rust I/O error as text) as the OSError it stands for."""
+    found = re.search(r'I/O error: (.+?) \(os error \d+\)|message: "([^"]+)"', str(exc))
+    reason = next(text for text in found.groups() if text) if found else str(exc).splitlines()[0]
+    return OSError(errno.EIO, reason, str(path))

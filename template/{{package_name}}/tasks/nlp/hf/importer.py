@@ -50,8 +50,14 @@ def read_config(folder: Path) -> dict:
     path = folder / "config.json"
     if not path.is_file():
         raise CheckpointError(f"no config.json in {folder}: a Llama-family import needs it (heads, RoPE base...)")
-    config = json.loads(path.read_text(encoding="utf-8"))
+    config = read_json(path)
     layout_of(config)
+    for key in (*REQUIRED, *SIZES):  # each one line, never a traceback deep in the build
+        if key in REQUIRED and key not in config:
+            raise CheckpointError(f"config.json has no {key}")
+        value = config.get(key)
+        if key in config and not (type(value) is int and value > 0) and not (value is None and key in NULLABLE):
+            raise CheckpointError(f"config.json: {key} is {json.dumps(value)}, not a positive whole number")
     # A folder's own code (auto_map: its modeling_*.py) is never run, here or by --verify.
     if config.get("auto_map"):
         raise CheckpointError("config.json has auto_map: the folder ships code of its own, which is never run; "
@@ -95,11 +101,22 @@ def tokenizer_meta(folder: Path, rows: int, path: str | None) -> dict:
             "unigram_counts": [0] * tokenizer.vocab_size}  # unknown: generate.py starts uniform
 
 
+# The sizes config.json must give, as positive whole numbers, and those it may (NULLABLE: null = derived).
+REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+SIZES, NULLABLE = ("num_key_value_heads", "head_dim", "max_position_embeddings"), ("num_key_value_heads", "head_dim")
+
+
 def read_json(path: Path) -> dict:
+    """A JSON object file of the folder ({} when absent); anything else is one line naming it."""
     try:
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        value = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{path.name} is not UTF-8 text") from None
     except ValueError as exc:
         raise CheckpointError(f"{path.name} is not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{path.name} is a JSON {type(value).__name__}, not an object")
+    return value
 
 
 def token_text(value) -> str | None:
@@ -160,6 +177,7 @@ def convert(src: str, out: str, *, config: str, verify_logits: bool, tokenizer: 
     folder = folder_of(src)
     try:
         hf = read_config(folder)
+        files = shards.shard_files(folder)  # an index is checked before anything is built
         meta = {**tokenizer_meta(folder, hf["vocab_size"], tokenizer), "hf_config": hf,  # export.py --format hf
                 "source_folder": base_name or folder.resolve().name}  # export.py --format peft: PEFT's base
         cfg = load_config(config, [*overrides(hf, block_size, hf["vocab_size"]), "data.tokenizer=bpe"])
@@ -177,8 +195,7 @@ def convert(src: str, out: str, *, config: str, verify_logits: bool, tokenizer: 
             raise CheckpointError(f"--verify: logits differ from transformers' by up to {diff:.3g}; "
                                   "nothing was written")
         summary["max_abs_logit_diff"] = diff
-    files = shards.shard_files(folder)
-    weights.save_imported(out, network, cfg, meta, {"files": [f.name for f in files],
+    weights.save_imported(out, network, cfg, meta, {"files": shards.relative_names(folder, files),
                                                     "sha256": [weights.sha256(f) for f in files]})
     return summary
 

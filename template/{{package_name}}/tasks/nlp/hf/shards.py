@@ -27,22 +27,44 @@ DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.flo
 
 
 def shard_files(folder: Path) -> list[Path]:
-    """The files of the checkpoint in ``folder``, in the index's order; every one must exist."""
+    """The files of the checkpoint in ``folder``, in the index's order; every one must exist, inside
+    ``folder`` (``inside``)."""
     index = folder / INDEX
     if index.is_file():
         try:
             weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
         except (ValueError, KeyError, TypeError):
             raise CheckpointError(f"{index} is not a safetensors index (no 'weight_map')") from None
-        files = [folder / name for name in dict.fromkeys(weight_map.values())]
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise CheckpointError(f"{index}: 'weight_map' is not a map of tensor names to file names")
+        files = [inside(folder, name, INDEX) for name in dict.fromkeys(weight_map.values())]
     elif (folder / "model.safetensors").is_file():
-        files = [folder / "model.safetensors"]
+        files = [inside(folder, "model.safetensors", folder.name)]
     else:
         raise CheckpointError(f"{folder} has neither model.safetensors nor {INDEX}")
     missing = next((f for f in files if not f.is_file()), None)
     if missing is not None:
         raise CheckpointError(f"shard {missing.name} listed in {INDEX} is missing from {folder}")
     return files
+
+
+def inside(folder: Path, name: str, source: str) -> Path:
+    """``folder / name``, refused unless it stays in ``folder`` (as Hugging Face resolves shards inside
+    the repository only): no absolute path, no ``..``, no symlink out of it. One exception, the
+    Hugging Face cache: a ``snapshots/<revision>`` folder's files link into the repository's ``blobs``."""
+    path, root = folder / name, folder.resolve()
+    if Path(name).is_absolute() or ".." in Path(name).parts or "\\" in name:
+        raise CheckpointError(f"{folder / source}: {name!r} is not a file name inside {folder}; refused")
+    target = path.resolve()
+    blobs = root.parent.parent / "blobs" if root.parent.name == "snapshots" else None
+    if not (target.is_relative_to(root) or (blobs is not None and target.is_relative_to(blobs))):
+        raise CheckpointError(f"{path} leads out of {folder} (a symlink to {target}); refused: copy the file in")
+    return path
+
+
+def relative_names(folder: Path, files: list[Path]) -> list[str]:
+    """Each file's path relative to ``folder`` (what a checkpoint's meta records of its source)."""
+    return [f.relative_to(folder).as_posix() for f in files]
 
 
 MAX_HEADER = 100_000_000  # bytes: the safetensors library's own limit
