@@ -103,6 +103,13 @@ def read_npz(path: Path, size: int, channels: int) -> tuple[np.ndarray, np.ndarr
             images, labels = arrays["images"], arrays["labels"]
     except (OSError, ValueError, KeyError) as exc:
         raise DataError(f"{path}: cannot read 'images' and 'labels' arrays ({exc})") from None
+    return image_arrays(path, images, labels, size, channels)
+
+
+def image_arrays(path, images: np.ndarray, labels: np.ndarray, size: int, channels: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``read_npz`` of arrays in hand (``path`` names where they came from in errors)."""
+    images, labels = np.asarray(images), np.asarray(labels)
     if images.ndim == 3:
         images = images[..., None]
     if images.ndim != 4 or labels.ndim != 1 or len(images) != len(labels) or len(images) == 0:

@@ -12,7 +12,7 @@ from ...models.vit_layout import vit_sizes
 
 
 class DataConfig(DataSection):
-    path: str = "data/digits.npz"  # .npz (images, labels) or an ImageFolder directory
+    path: str = "data/digits.npz"  # .npz (images, labels), an ImageFolder directory, or module:function (data.py)
     image_size: int = Field(8, gt=0)  # images are resized to image_size x image_size
     channels: Literal[1, 3] = 1  # 1: grayscale, 3: RGB
     eval_fraction: float = Field(0.2, gt=0, lt=1)  # held out for evaluation (stratified)

@@ -18,13 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ...engine import checkpoint
+from ...engine import checkpoint, seams
 from ...engine.arrays import normalise, stratified_split
 from ...engine.config import read_yaml
 from ...engine.errors import DataError
 from ...engine.pipeline import resolve_workers
+from ...engine.seams import is_spec
 from ...engine.task import Data
-from ...images.decode import IMAGE_SUFFIXES, open_image, read_npz
+from ...images.decode import IMAGE_SUFFIXES, image_arrays, open_image, read_npz
 from ...images.files import STREAM_SUFFIXES, ImageFiles, ImageTransform, statistics
 from .augment import Recipe
 
@@ -102,13 +103,38 @@ def read_examples(cfg) -> tuple[str, np.ndarray, np.ndarray, list[str]]:
     if path.suffix == ".npz" and path.is_file():
         images, labels = read_npz(path, cfg.data.image_size, cfg.data.channels)
         return "image", images, labels, [str(c) for c in range(int(labels.max()) + 1)]
-    raise DataError(f"data.path={cfg.data.path!r}: expected an .npz file or an image folder")
+    if is_spec(cfg.data.path):
+        return ("image", *your_arrays(cfg))
+    raise DataError(f"data.path={cfg.data.path!r}: expected an .npz file, an image folder or your own "
+                    "loader as module:function")
+
+
+def your_arrays(cfg) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """``data.path: my_code:load``: ``load()`` returns ``(images, labels)`` as an .npz holds them
+    (images (N, H, W[, C]) uint8 0-255 or float in [0, 1], labels class indices), or
+    ``(images, labels, class names)``; checked and resized as an .npz is."""
+    spec = cfg.data.path
+    try:
+        arrays = seams.load("data.path", spec, function=True)()
+    except TypeError as exc:  # a loader that needs arguments
+        raise DataError(f"data.path={spec}: {exc}; a loader takes no arguments") from None
+    if not isinstance(arrays, tuple) or len(arrays) not in (2, 3):
+        raise DataError(f"data.path={spec}: returned {type(arrays).__name__}; return (images, labels) or "
+                        "(images, labels, class names)")
+    images, labels = image_arrays(f"data.path={spec}", *arrays[:2], cfg.data.image_size, cfg.data.channels)
+    classes = [str(c) for c in range(int(labels.max()) + 1)]
+    if len(arrays) == 3:
+        if len(arrays[2]) != len(classes):
+            raise DataError(f"data.path={spec}: {len(arrays[2])} class names for labels 0..{len(classes) - 1}")
+        classes = [str(name) for name in arrays[2]]
+    return images, labels, classes
 
 
 def train_recipe(cfg, meta: dict) -> Recipe:
     """The augmentation of this run's training images (``meta["augment"]``: data.augment resolved;
     a folder's images come at the eval resize, an .npz's at image_size)."""
-    files = not str(meta.get("data_path") or "").endswith(".npz")  # a meta built in code may lack the keys
+    path = str(meta.get("data_path") or "")  # a meta built in code may lack the keys
+    files = not (path.endswith(".npz") or is_spec(path))  # image files, not arrays in memory
     base = round(meta["image_size"] / meta.get("eval_crop", 1.0)) if files else meta["image_size"]
     return Recipe.of(cfg, meta.get("augment", "none"), base, files)
 
