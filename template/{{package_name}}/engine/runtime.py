@@ -31,8 +31,6 @@ def setup(cfg: Config, device_id: int = 0) -> str:
         device = next(d for d in _PREFERENCE if d == "CPU" or hal.is_available(d))
     elif device != "CPU" and not hal.is_available(device):
         raise ConfigError(f"runtime.device={device!r} is not available here; use auto or CPU")
-    if cfg.runtime.jit_level == "O2" and device != "Ascend":
-        raise ConfigError(f"runtime.jit_level='O2' needs Ascend (this run uses {device}); use O0 or O1")
     if device == "CPU" and cfg.train.amp_level != "O0" and cfg.train.amp_dtype == "bfloat16":
         raise ConfigError("train.amp_dtype='bfloat16' is not supported on CPU; use float16 or amp_level O0")
     if device == "CPU":

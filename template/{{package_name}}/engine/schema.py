@@ -44,9 +44,10 @@ class Runtime(Section):
     # "AVX2" makes small convolutions 10-20x faster on AVX-512 CPUs but slows matmul-heavy
     # models; null leaves oneDNN's default.
     onednn_max_isa: Literal["AVX2", "AVX512_CORE", "SSE41"] | None = None
-    # ms.jit's jit_level for the train step: O0 (default; O1's operator fusion measured no gain on
-    # CPU, ResNet-18 404 vs 394 ms/step) | O1 | O2 (Ascend only, refused elsewhere by runtime.setup)
-    jit_level: Literal["O0", "O1", "O2"] = "O0"
+    # ms.jit's jit_level for the train step, the two MindSpore 2.7-2.10 accept on every device: O0
+    # (default; O1's operator fusion measured no gain on CPU, ResNet-18 404 vs 394 ms/step) | O1.
+    # (O2 ran on the GE backend, deprecated from 2.9.0; 2.10's ms.jit rejects it.)
+    jit_level: Literal["O0", "O1"] = "O0"
 
 
 class Train(Section):
