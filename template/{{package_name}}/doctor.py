@@ -31,9 +31,9 @@ GIB = 1024**3
 
 PROBE = """
 import json, mindspore as ms
-from mindspore import hal
-print(json.dumps({"version": ms.__version__, "GPU": bool(hal.is_available("GPU")),
-                  "Ascend": bool(hal.is_available("Ascend"))}))
+from mindspore import device_context
+print(json.dumps({"version": ms.__version__, "GPU": bool(device_context.gpu.is_available()),
+                  "Ascend": bool(device_context.ascend.is_available())}))
 """
 
 

@@ -99,9 +99,9 @@ class TrainStep:
 
     def accumulate(self, *batch):
         loss, weight, grads = self._loss_and_grads(batch)
-        self.hyper_map(ops.assign_add, self.accum, grads)
+        self.hyper_map(_add_to, self.accum, grads)
         if weight is not None:
-            ops.assign_add(self.accum_weight, weight)
+            _add_to(self.accum_weight, weight)
         # A constant output the loop reads keeps the host in step (unread: 3-20x slower on CPU).
         return loss, ms.Tensor(True)
 
@@ -109,10 +109,10 @@ class TrainStep:
         loss, weight, grads = self._loss_and_grads(batch)
         if self.accum is not None:
             grads = self.hyper_map(ops.add, self.accum, grads)
-            self.hyper_map(ops.assign, self.accum, self.hyper_map(ops.zeros_like, self.accum))
+            self.hyper_map(_zero, self.accum)
             if weight is not None:
                 weight = weight + self.accum_weight
-                ops.assign(self.accum_weight, ops.zeros_like(self.accum_weight))
+                _zero(self.accum_weight)
         if weight is not None:  # the step's whole weight, every micro-batch and rank (0: zero gradients)
             weight = ops.maximum(self.weight_reducer(weight), 1e-12)
         grads = self.scaler.unscale(self.reducer(grads))
@@ -121,7 +121,7 @@ class TrainStep:
             self.optimizer(clip_by_global_norm(grads, self.grad_clip, weight))
             self.constrain()
         else:  # a skipped step keeps its place in the schedule (as torch's scheduler.step() does)
-            ops.assign_add(self.optimizer.global_step, ops.ones_like(self.optimizer.global_step))
+            _add_to(self.optimizer.global_step, ops.ones_like(self.optimizer.global_step))
         if self.check_overflow:
             self.scaler.adjust(finite)  # overflow: skip the update and shrink the scale
         return loss, finite
@@ -130,7 +130,7 @@ class TrainStep:
 def clip_by_global_norm(grads: tuple, max_norm: float | None, weight=None) -> tuple:
     """The gradients / ``weight`` (None: 1), times min(1, max_norm / (global L2 norm + 1e-6)) as
     PyTorch's ``clip_grad_norm_`` (``max_norm`` None: no clipping), in one pass. Each squared norm
-    is one dot product and the scaled copies are made one at a time: ``ops.clip_by_global_norm``
+    is one dot product and the scaled copies are made one at a time: MindSpore's clip_by_global_norm
     (deprecated) kept a square and two scaled copies of every gradient alive (+1.5 GB at 100 M)."""
     if max_norm is None:
         return grads if weight is None else _hyper_map(ops.partial(_scaled, 1 / weight), grads)
@@ -151,6 +151,16 @@ def _squared_norm(g):
 
 def _scaled(factor, g):
     return g * factor.astype(g.dtype)
+
+
+# In-place updates as Tensor.copy_ (ops.assign/assign_add: "removed after 2.9.0"). Not ``add_``/``zero_``:
+# on CPU, MindSpore 2.7's jit drops ``add_``'s write (measured) and has no kernel for ``zero_``.
+def _add_to(target, value):
+    return target.copy_(target + value)
+
+
+def _zero(target):
+    return target.copy_(ops.zeros_like(target))
 
 
 def _eager(fn):
