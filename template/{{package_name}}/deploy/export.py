@@ -38,11 +38,11 @@ def export_checkpoint(path: str, out_dir: str, overrides: list[str] = (), format
         runtime()  # before anything is written
     trained = load_trained(path, overrides)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     written = {}
     meta = trained.task.deploy_meta(trained.meta, trained.cfg)
     arrays = trained.task.deploy_arrays(trained.meta, trained.cfg)
-    exports = trained.task.exports(trained.network, trained.meta, trained.cfg)
+    exports = trained.task.exports(trained.network, trained.meta, trained.cfg)  # may refuse: before any write
+    out.mkdir(parents=True, exist_ok=True)
     if "onnx" in formats and (taken := [out / f"{name}.onnx" for name in exports if (out / f"{name}.onnx").exists()]):
         raise UserError(f"{taken[0]} exists: export to another --out folder, or remove it first")
     for name, (cell, inputs) in exports.items():
