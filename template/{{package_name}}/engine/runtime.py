@@ -48,10 +48,16 @@ def setup(cfg: Config, device_id: int = 0) -> str:
         raise ConfigError(f"runtime.device={device!r} is not available here ({usable(device)}); use auto or CPU")
     if device == "CPU" and cfg.train.amp_level != "O0" and cfg.train.amp_dtype == "bfloat16":
         raise ConfigError("train.amp_dtype='bfloat16' is not supported on CPU; use float16 or amp_level O0")
+    if cfg.runtime.deterministic:
+        os.environ.setdefault("HCCL_DETERMINISTIC", "true")  # Ascend's collectives, read when they start
     if device == "CPU":
         ms.set_device(device)
     else:
         ms.set_device(device, device_id)
+        if cfg.runtime.max_device_memory:  # the pool of the device (on CPU: host memory, not capped here)
+            ms.runtime.set_memory(max_size=cfg.runtime.max_device_memory)
+    if cfg.runtime.deterministic:
+        _deterministic()
     seed_everything(cfg.seed)
     return device
 
@@ -113,3 +119,11 @@ def _unused_kernel_notice(record: logging.LogRecord) -> bool:
     gradient ever comes; the dense Adam used here never runs it. (lazy_adam's kernel, which does run,
     still says it is deprecated.)"""
     return "'FusedSparseAdam' is deprecated" not in record.getMessage()
+
+
+@functools.cache
+def _deterministic() -> None:
+    """MindSpore takes this once per process (a second call raises): on for the rest of it."""
+    import mindspore as ms
+
+    ms.set_deterministic(True)

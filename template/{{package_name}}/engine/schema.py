@@ -48,6 +48,12 @@ class Runtime(Section):
     # (default; O1's operator fusion measured no gain on CPU, ResNet-18 404 vs 394 ms/step) | O1.
     # (O2 ran on the GE backend, deprecated from 2.9.0; 2.10's ms.jit rejects it.)
     jit_level: Literal["O0", "O1"] = "O0"
+    # true: the same results run after run on one device and setup (ms.set_deterministic; on Ascend
+    # also HCCL_DETERMINISTIC, a fixed all-reduce order); slower. Off, as MindSpore's default.
+    deterministic: bool = False
+    # GPU/Ascend memory pool cap as "<n>GB" (ms.runtime.set_memory max_size), e.g. 58GB on a 64 GB
+    # 910B to leave the communication library room (mindformers' setting); null: the whole device.
+    max_device_memory: str | None = Field(None, pattern=r"^\d+(\.\d+)?GB$")
 
 
 class Train(Section):
