@@ -157,6 +157,7 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
     caps = task.capabilities(cfg)
     caps.check(cfg)
     device = runtime.setup(cfg, distributed.local_rank())
+    cfg = runtime.resolve_amp(cfg, device, caps.amp)  # train.amp_level auto: this device's precision
     comm = distributed.init()
     if comm.size > 1 and not caps.distributed:
         raise ConfigError(f"this {cfg.task} configuration cannot train data parallel"

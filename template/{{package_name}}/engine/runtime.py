@@ -46,7 +46,7 @@ def setup(cfg: Config, device_id: int = 0) -> str:
                       f"cannot use it ({usable(name)}); {_LIKELY[name]}. Training on CPU.", file=sys.stderr)
     elif device != "CPU" and usable(device) is not None:
         raise ConfigError(f"runtime.device={device!r} is not available here ({usable(device)}); use auto or CPU")
-    if device == "CPU" and cfg.train.amp_level != "O0" and cfg.train.amp_dtype == "bfloat16":
+    if device == "CPU" and cfg.train.amp_level not in ("O0", "auto") and cfg.train.amp_dtype == "bfloat16":
         raise ConfigError("train.amp_dtype='bfloat16' is not supported on CPU; use float16 or amp_level O0")
     if cfg.runtime.deterministic:
         os.environ.setdefault("HCCL_DETERMINISTIC", "true")  # Ascend's collectives, read when they start
@@ -56,6 +56,13 @@ def setup(cfg: Config, device_id: int = 0) -> str:
         ms.set_device(device, device_id)
         if cfg.runtime.max_device_memory:  # the pool of the device (on CPU: host memory, not capped here)
             ms.runtime.set_memory(max_size=cfg.runtime.max_device_memory)
+        fast = cfg.runtime.matmul_precision == "high"
+        if device == "GPU":
+            ms.device_context.gpu.op_precision.matmul_allow_tf32(fast)
+            ms.device_context.gpu.op_precision.conv_allow_tf32(fast)
+        else:
+            ms.device_context.ascend.op_precision.matmul_allow_hf32(fast)
+            ms.device_context.ascend.op_precision.conv_allow_hf32(fast)
     if cfg.runtime.deterministic:
         _deterministic()
     seed_everything(cfg.seed)
@@ -127,3 +134,25 @@ def _deterministic() -> None:
     import mindspore as ms
 
     ms.set_deterministic(True)
+
+
+def resolve_amp(cfg: Config, device: str, supported: bool = True) -> Config:
+    """``train.amp_level: auto`` made concrete for ``device`` (other levels as they are): O0 on CPU
+    or without mixed-precision support, else O2 in bfloat16 if a bfloat16 matmul runs on the
+    device, float16 (the loss scaler on) if not. The run and its checkpoints keep the choice."""
+    if cfg.train.amp_level != "auto":
+        return cfg
+    level, dtype = "O0", cfg.train.amp_dtype
+    if device != "CPU" and supported:
+        level, dtype = "O2", "bfloat16" if _bfloat16_runs() else "float16"
+    return cfg.model_copy(update={"train": cfg.train.model_copy(update={"amp_level": level, "amp_dtype": dtype})})
+
+
+def _bfloat16_runs() -> bool:
+    import mindspore as ms
+
+    try:
+        x = ms.Tensor(np.ones((2, 2), np.float32)).astype(ms.bfloat16)
+        return bool(np.isfinite((x @ x).astype(ms.float32).asnumpy()).all())
+    except (RuntimeError, TypeError, ValueError):  # no bfloat16 kernel on this device (e.g. GPU before sm_80)
+        return False

@@ -54,6 +54,10 @@ class Runtime(Section):
     # GPU/Ascend memory pool cap as "<n>GB" (ms.runtime.set_memory max_size), e.g. 58GB on a 64 GB
     # 910B to leave the communication library room (mindformers' setting); null: the whole device.
     max_device_memory: str | None = Field(None, pattern=r"^\d+(\.\d+)?GB$")
+    # float32 matmuls/convolutions: "high" lets GPU use TF32 and Ascend HF32 (10-bit mantissa inputs,
+    # float32 sums; as torch.set_float32_matmul_precision("high")), "highest" keeps full float32.
+    # CPU: no effect.
+    matmul_precision: Literal["highest", "high"] = "high"
 
 
 class Train(Section):
@@ -62,7 +66,9 @@ class Train(Section):
     max_steps: int | None = Field(None, gt=0)  # optimizer steps; overrides epochs when set
     batch_size: int = Field(64, gt=0)  # per device and per micro-step
     grad_accum_steps: int = Field(1, gt=0)
-    amp_level: Literal["O0", "O1", "O2", "O3"] = "O0"
+    # auto: O0 on CPU (fp16 is slower there), else O2 in bfloat16 where the device computes it, float16
+    # (with the loss scaler) where not; O0 also for a configuration without mixed precision.
+    amp_level: Literal["auto", "O0", "O1", "O2", "O3"] = "auto"
     amp_dtype: Literal["float16", "bfloat16"] = "float16"
     loss_scale: float = Field(2.0**16, gt=0)  # initial dynamic loss scale (amp only)
     loss_scale_window: int = Field(1000, gt=0)  # finite steps before the scale grows
