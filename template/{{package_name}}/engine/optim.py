@@ -118,17 +118,14 @@ class AdamW(nn.Adam):
 
 
 class Momentum(nn.Optimizer):
-    """SGD with momentum, as ``torch.optim.SGD``: buf <- m * buf + g, then p <- p - lr * buf, or with
-    ``nesterov`` p <- p - lr * (g + m * buf). Written here: ``nn.Momentum`` is deprecated ("removed after
-    2.9.0"), and 2.10's CPU ApplyMomentum ignored ``use_nesterov`` (plain momentum, no warning).
-    Its state keeps ``nn.Momentum``'s names (``moments.*``, ``momentum``), so checkpoints load either way."""
+    """SGD with momentum as ``torch.optim.SGD``: buf <- m * buf + g, then p <- p - lr * buf (``nesterov``:
+    p - lr * (g + m * buf)). ``nn.Momentum`` is deprecated (and its CPU kernel ignored use_nesterov); its
+    state names stay (``moments.*``, ``momentum``), so checkpoints load either way."""
 
     def __init__(self, params, learning_rate, momentum: float, nesterov: bool = False):
         super().__init__(learning_rate, params)
         self.momentum = ms.Parameter(ms.Tensor(momentum, ms.float32), name="momentum")
-        self.moments = self._parameters.clone(prefix="moments", init="zeros")
-        self.update = _nesterov if nesterov else _momentum
-        self.map = ops.HyperMap()
+        self.moments, self.nesterov = self._parameters.clone(prefix="moments", init="zeros"), nesterov
 
     @ms.jit
     def construct(self, gradients):
@@ -136,18 +133,15 @@ class Momentum(nn.Optimizer):
         lr = self.get_lr()
         self.assignadd(self.global_step, self.global_step_increase_tensor)
         if self.is_group_lr:
-            return self.map(ops.partial(self.update, self.momentum), lr, gradients, self._parameters, self.moments)
-        return self.map(ops.partial(self.update, self.momentum, lr), gradients, self._parameters, self.moments)
+            return self.hyper_map(ops.partial(_momentum, self.momentum, self.nesterov), lr, gradients,
+                                  self._parameters, self.moments)
+        return self.hyper_map(ops.partial(_momentum, self.momentum, self.nesterov, lr), gradients,
+                              self._parameters, self.moments)
 
 
-def _momentum(momentum, lr, gradient, param, buf):
+def _momentum(momentum, nesterov, lr, gradient, param, buf):
     buf = buf.copy_(buf * momentum + gradient)
-    return param.copy_(param - lr * buf)
-
-
-def _nesterov(momentum, lr, gradient, param, buf):
-    buf = buf.copy_(buf * momentum + gradient)
-    return param.copy_(param - lr * (gradient + momentum * buf))
+    return param.copy_(param - lr * (gradient + momentum * buf if nesterov else buf))
 
 
 def current_lr(optimizer: nn.Optimizer, schedule: np.ndarray) -> float:

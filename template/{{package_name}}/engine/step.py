@@ -27,6 +27,7 @@ import mindspore as ms
 from mindspore import Parameter, amp, nn, ops
 
 from .distributed import identity
+from .inplace import add_to, zero
 from .schema import Train
 from .task import Model
 
@@ -99,9 +100,9 @@ class TrainStep:
 
     def accumulate(self, *batch):
         loss, weight, grads = self._loss_and_grads(batch)
-        self.hyper_map(_add_to, self.accum, grads)
+        self.hyper_map(add_to, self.accum, grads)
         if weight is not None:
-            _add_to(self.accum_weight, weight)
+            add_to(self.accum_weight, weight)
         # A constant output the loop reads keeps the host in step (unread: 3-20x slower on CPU).
         return loss, ms.Tensor(True)
 
@@ -109,10 +110,10 @@ class TrainStep:
         loss, weight, grads = self._loss_and_grads(batch)
         if self.accum is not None:
             grads = self.hyper_map(ops.add, self.accum, grads)
-            self.hyper_map(_zero, self.accum)
+            self.hyper_map(zero, self.accum)
             if weight is not None:
                 weight = weight + self.accum_weight
-                _zero(self.accum_weight)
+                zero(self.accum_weight)
         if weight is not None:  # the step's whole weight, every micro-batch and rank (0: zero gradients)
             weight = ops.maximum(self.weight_reducer(weight), 1e-12)
         grads = self.scaler.unscale(self.reducer(grads))
@@ -121,7 +122,7 @@ class TrainStep:
             self.optimizer(clip_by_global_norm(grads, self.grad_clip, weight))
             self.constrain()
         else:  # a skipped step keeps its place in the schedule (as torch's scheduler.step() does)
-            _add_to(self.optimizer.global_step, ops.ones_like(self.optimizer.global_step))
+            add_to(self.optimizer.global_step, ops.ones_like(self.optimizer.global_step))
         if self.check_overflow:
             self.scaler.adjust(finite)  # overflow: skip the update and shrink the scale
         return loss, finite
@@ -151,16 +152,6 @@ def _squared_norm(g):
 
 def _scaled(factor, g):
     return g * factor.astype(g.dtype)
-
-
-# In-place updates as Tensor.copy_ (ops.assign/assign_add: "removed after 2.9.0"). Not ``add_``/``zero_``:
-# on CPU, MindSpore 2.7's jit drops ``add_``'s write (measured) and has no kernel for ``zero_``.
-def _add_to(target, value):
-    return target.copy_(target + value)
-
-
-def _zero(target):
-    return target.copy_(ops.zeros_like(target))
 
 
 def _eager(fn):
