@@ -60,9 +60,9 @@ def test_doctor_is_plain_python_with_the_projects_pins():
             assert all(a.name.split(".")[0] in sys.stdlib_module_names for a in node.names)
     pyproject = (REPO / "template" / "pyproject.toml.jinja").read_text(encoding="utf-8")
     assert 'requires-python = ">=3.10,<3.13"' in pyproject
-    assert re.search(r'"mindspore>=2\.10,<2\.11"', pyproject) and re.search(r'"numpy>=1\.24,<2"', pyproject)
+    assert re.search(r'"mindspore>=2\.7\.2,<2\.11"', pyproject) and re.search(r'"numpy>=1\.24,<2"', pyproject)
     text = DOCTOR.read_text(encoding="utf-8")
-    assert "PYTHON = ((3, 10), (3, 13))" in text and 'MINDSPORE = "2.10"' in text
+    assert "PYTHON = ((3, 10), (3, 13))" in text and "MINDSPORE = ((2, 7, 2), (2, 11))" in text
     assert "NUMPY = ((1, 24), (2, 0))" in text
 
 

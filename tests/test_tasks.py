@@ -4,6 +4,7 @@ included), then its default training, and check the task's target metric."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -92,6 +93,7 @@ SHARED_TESTS = {
     "tests/test_distributed.py::test_two_jobs_on_one_host_never_meet": FAULTS,
     "tests/test_reliability.py::test_a_kill_during_a_checkpoint_write_keeps_the_previous_one": FAULTS,
     "tests/test_run_integrity.py": FAULTS,  # the run folder's guarantees: engine code, alike in every project
+    "tests/test_check.py": ENGINE_ONCE,  # python -m <package> check: engine and entry scripts, ~1 min
     # nlp runs its msrun pair on chat data (per-token loss: the token count is all-reduced too),
     # vision on a streamed image folder (test_vision_data.py): the generic pair in the other two
     "tests/test_distributed.py::test_two_msrun_workers_match_one_process": ("recommender", "multimodal"),
@@ -137,7 +139,9 @@ def run_project_tests(project, marker: str, *extra: str) -> None:
     """The project's own pytest on its tests of ``marker`` (its CI runs both halves); -n 0: this
     repo's suite already runs in parallel processes, the halves of every task side by side."""
     # -k: train.py below runs the default config as a user would
-    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker, "-n", "0",
+    # MSSCAFFOLD_PROJECT_PYTHON: another interpreter for the project (.ci/run: MindSpore 2.7.2, the oldest)
+    python = os.environ.get("MSSCAFFOLD_PROJECT_PYTHON", sys.executable)
+    pytest_cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker, "-n", "0",
                   "-k", "not test_default_config", *extra]
     tests = subprocess.run(pytest_cmd, cwd=project, capture_output=True, text=True, timeout=1200)
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]

@@ -8,7 +8,11 @@
 # WORKERS is the total number of processes (all nodes); each node starts WORKERS/NODES.
 # MASTER_PORT: on one node, a free port unless set (two jobs on one host never meet); on several,
 # 8118 unless set (every node must name the same one). Each node writes LOG_DIR/msrun.node<N>.out.
-# JOIN_TIMEOUT: seconds to wait for every process to join the job (default 300).
+# JOIN_TIMEOUT: seconds to wait for every process to join the job (default 300 on one node; 1800 on
+# several, whose hosts start apart: mindformers' launcher waits 7200). MASTER_ADDR: rank 0's node,
+# required when NODES > 1 (a default of this host would leave every other node waiting).
+# BIND_CORE=true: msrun pins each worker to its own CPU cores (--bind_core; accelerator hosts whose
+# data pipeline competes for cores; MindSpore 2.7 and 2.10 both have it). Default false.
 #
 # A rank that dies (killed, out of memory) or fails ends the job at once: msrun stops the other
 # workers within a second but then waits ~30 s for its scheduler's heartbeat timeout and prints a
@@ -22,9 +26,14 @@ WORKERS=${1:-2}
 shift $(( $# > 0 ? 1 : 0 ))
 NODES=${NODES:-1}
 NODE_RANK=${NODE_RANK:-0}
+if (( NODES > 1 )) && [ -z "${MASTER_ADDR:-}" ]; then
+  echo "error: NODES=$NODES needs MASTER_ADDR, the address of the node with NODE_RANK=0, the same on every node" >&2
+  exit 1
+fi
 MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
 LOG_DIR=${LOG_DIR:-msrun_log}
-JOIN_TIMEOUT=${JOIN_TIMEOUT:-300}
+JOIN_TIMEOUT=${JOIN_TIMEOUT:-$(( NODES > 1 ? 1800 : 300 ))}
+BIND_CORE=${BIND_CORE:-false}
 
 if (( WORKERS % NODES != 0 )); then
   echo "error: WORKERS=$WORKERS is not divisible by NODES=$NODES" >&2
@@ -49,7 +58,8 @@ trap 'rm -f "$STARTED"' EXIT
 # Its own session: msrun and its scheduler form one process group this script can end.
 setsid msrun --worker_num="$WORKERS" --local_worker_num=$(( WORKERS / NODES )) \
   --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" --master_port="$MASTER_PORT" \
-  --cluster_time_out="$JOIN_TIMEOUT" --log_dir="$LOG_DIR" --join=True train.py "$@" > "$OUT" 2>&1 &
+  --cluster_time_out="$JOIN_TIMEOUT" --bind_core="$BIND_CORE" --log_dir="$LOG_DIR" --join=True train.py "$@" \
+  > "$OUT" 2>&1 &
 LAUNCHER=$!
 tail -n +1 -f --pid="$LAUNCHER" "$OUT" &
 TAIL=$!

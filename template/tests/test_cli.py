@@ -3,6 +3,7 @@
 In fresh processes as a user runs them; where MindSpore loads before the error, in this process
 (``script``: the import is paid once per test process)."""
 
+import importlib
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ENGINE_TEST_MODEL
+from tests.conftest import ENGINE_TEST_MODEL, PACKAGE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,15 +50,22 @@ def test_bad_config_values(tmp_path, override, needles):
     assert not any(tmp_path.iterdir())  # failed before creating a run folder
 
 
+def unusable_device() -> str:
+    """An accelerator MindSpore cannot use on this host (one of the two, whatever the host has)."""
+    usable = importlib.import_module(f"{PACKAGE}.engine.runtime").usable
+    return next(device for device in ("Ascend", "GPU") if usable(device) is not None)
+
+
 @pytest.mark.parametrize("overrides, needle", [
     (["train.amp_level=O2", "train.amp_dtype=bfloat16", "runtime.device=CPU"], "bfloat16"),
-    (["runtime.device=Ascend"], "not available"),
+    (["runtime.device=UNUSABLE"], "not available"),
     (["data.path=no/such/data"], "data.path"),
     (["train.max_steps=99999999999999999999999"], "train.max_steps=99999999999999999999999: 99,999,999,999,999,"
                                                    "999,999,999 optimizer steps, more than the 10,000,000"),
     (["train.epochs=100000000000"], "train.epochs=100000000000 ("),  # the schedule would take terabytes
 ])
 def test_refused_before_training(script, tmp_path, overrides, needle):
+    overrides = [o.replace("UNUSABLE", unusable_device()) for o in overrides]
     result = script("train.py", "--set", f"output.dir={tmp_path}", *[arg for o in overrides for arg in ("--set", o)])
     assert_one_line_error(result, needle)
     assert not list(tmp_path.glob("*/*.ckpt"))
@@ -174,3 +182,25 @@ def test_config_file_errors(tmp_path):
     experiment = tmp_path / "experiment.yaml"
     experiment.write_text("train:\n  epochs: 2\n  epohcs: 3\n")
     assert_one_line_error(run("train.py", "--config", str(experiment)), str(experiment), "train.epohcs")
+
+
+def test_a_default_training_prints_no_mindspore_deprecation_and_warns_of_a_gpu_it_cannot_use(tmp_path):
+    # At MindSpore's warning level (the project's default, GLOG_v=2), with a stand-in nvidia-smi on
+    # PATH: a GPU looks present, so device auto asks MindSpore and says in one line why it cannot.
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "nvidia-smi").write_text("#!/bin/sh\necho 'NVIDIA-SMI stand-in'\n")
+    (tools / "nvidia-smi").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "GLOG_v"}
+    env["PATH"] = f"{tools}{os.pathsep}{env['PATH']}"
+    result = subprocess.run([sys.executable, "train.py", "--set", f"output.dir={tmp_path / 'runs'}", "--set",
+                             "runtime.device=auto", "--set", "train.max_steps=2", "--set", "train.log_every=1"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "deprecat" not in (result.stdout + result.stderr).lower(), result.stderr
+    warned = [line for line in result.stderr.splitlines() if line.startswith("warning: runtime.device=auto")]
+    if importlib.import_module(f"{PACKAGE}.engine.runtime").usable("GPU") is None:
+        assert not warned, result.stderr  # this host's MindSpore can use a GPU: it trains there
+    else:
+        assert len(warned) == 1 and "nvidia-smi on PATH" in warned[0] and "Training on CPU" in warned[0], \
+            result.stderr

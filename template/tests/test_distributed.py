@@ -166,3 +166,12 @@ def test_two_jobs_on_one_host_never_meet(tmp_path):
         rows = [json.loads(line) for line in (tmp_path / name / "run" / "metrics.jsonl").read_text().splitlines()]
         steps = [row["step"] for row in rows if row["kind"] == "train"]
         assert steps[-1] == 3
+
+
+def test_several_nodes_without_master_addr_are_refused_in_one_line():
+    env = {key: value for key, value in os.environ.items() if key != "MASTER_ADDR"}
+    result = subprocess.run(["bash", "scripts/run_distributed.sh", "4"], cwd=ROOT, env={**env, "NODES": "2"},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == ["error: NODES=2 needs MASTER_ADDR, the address of the node with "
+                                          "NODE_RANK=0, the same on every node"]

@@ -1,6 +1,7 @@
 """``python -m <package> doctor``: check Python, MindSpore and this machine (doctor.py).
 ``python -m <package> predict --onnx FILE INPUT``: run an exported ONNX network without
-MindSpore (deploy/predict.py)."""
+MindSpore (deploy/predict.py).
+``python -m <package> check``: train, resume, evaluate, export and msrun on this machine's device (check.py)."""
 
 import sys
 from pathlib import Path
@@ -18,9 +19,14 @@ if __name__ == "__main__":
         from .doctor import main
 
         sys.exit(main(sys.argv[2:], project=Path(__file__).resolve().parents[1]))
+    if command == ["check"]:
+        from .check import main
+
+        sys.exit(main(sys.argv[2:], project=Path(__file__).resolve().parents[1]))
     if command == ["predict"]:
         from .deploy.predict import main
 
         sys.exit(main(sys.argv[2:]))
-    print(f"usage: python -m {__package__} doctor [--project DIR] | predict --onnx FILE INPUT", file=sys.stderr)
+    print(f"usage: python -m {__package__} doctor [--project DIR] | check [--device D] | predict --onnx FILE INPUT",
+          file=sys.stderr)
     sys.exit(2)

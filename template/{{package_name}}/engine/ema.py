@@ -43,14 +43,14 @@ class EMA:
     def reset(self) -> None:
         """The average starts again from the weights (after ``model.pretrained`` loaded them)."""
         for weight, average in zip(self.weights, self.shadow):
-            ops.assign(average, weight.value())
+            average.copy_(weight.value())
 
     def swap(self) -> None:
         """Exchange the network's weights and the average."""
         for weight, average in zip(self.weights, self.shadow):
             kept = weight.value().copy()
-            ops.assign(weight, average)
-            ops.assign(average, kept)
+            weight.copy_(average)
+            average.copy_(kept)
 
     @contextmanager
     def applied(self):
@@ -67,7 +67,7 @@ class EMA:
 
 
 def _towards(decay, average, weight):
-    return ops.assign(average, average * decay + weight * (1 - decay))
+    return average.copy_(average * decay + weight * (1 - decay))
 
 
 class Shadow(nn.Cell):

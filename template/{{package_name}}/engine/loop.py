@@ -167,6 +167,7 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
     caps.check(cfg)
     task.check_seams(cfg)
     device = runtime.setup(cfg, distributed.local_rank())
+    cfg = runtime.resolve_amp(cfg, device, caps.amp)  # train.amp_level auto: this device's precision
     comm = distributed.init()
     if comm.size > 1 and not caps.distributed:
         raise ConfigError(f"this {cfg.task} configuration cannot train data parallel"

@@ -76,7 +76,7 @@ def build_optimizer(cfg: Optim, params: list[ms.Parameter], schedule: np.ndarray
     if cfg.name == "sgd":
         return nn.SGD(groups, learning_rate=lr)
     if cfg.name == "momentum":
-        return (Nesterov if cfg.nesterov else nn.Momentum)(groups, learning_rate=lr, momentum=cfg.momentum)
+        return Momentum(groups, learning_rate=lr, momentum=cfg.momentum, nesterov=cfg.nesterov)
     if cfg.name in (builtins or {}):
         return builtins[cfg.name](groups, lr)
     if cfg.name != "adam":
@@ -146,18 +146,19 @@ class AdamW(nn.Adam):
         for param, index in zip(self.decay_params, self.decay_index):
             rate = lr[index] if self.is_group_lr else lr
             # After its gradient: computed as soon as lr is known, every decayed copy waited out the backward.
-            ops.assign(param, ops.depend(param, gradients[index]) * (1 - rate * self.decoupled_wd))
+            param.copy_(ops.depend(param, gradients[index]) * (1 - rate * self.decoupled_wd))
         return super().construct(gradients)
 
 
-class Nesterov(nn.Momentum):
-    """SGD with Nesterov momentum, as ``torch.optim.SGD(nesterov=True)``: buf <- m * buf + g, then
-    p <- p - lr * (g + m * buf). Computed here on every device: MindSpore 2.10's CPU ApplyMomentum
-    ignores ``use_nesterov`` (plain momentum, with no warning)."""
+class Momentum(nn.Optimizer):
+    """SGD with momentum as ``torch.optim.SGD``: buf <- m * buf + g, then p <- p - lr * buf (``nesterov``:
+    p - lr * (g + m * buf)). ``nn.Momentum`` is deprecated (and its CPU kernel ignored use_nesterov); its
+    state names stay (``moments.*``, ``momentum``), so checkpoints load either way."""
 
-    def __init__(self, params, learning_rate, momentum: float):
-        super().__init__(params, learning_rate=learning_rate, momentum=momentum)
-        self.map = ops.HyperMap()
+    def __init__(self, params, learning_rate, momentum: float, nesterov: bool = False):
+        super().__init__(learning_rate, params)
+        self.momentum = ms.Parameter(ms.Tensor(momentum, ms.float32), name="momentum")
+        self.moments, self.nesterov = self._parameters.clone(prefix="moments", init="zeros"), nesterov
 
     @ms.jit
     def construct(self, gradients):
@@ -165,13 +166,15 @@ class Nesterov(nn.Momentum):
         lr = self.get_lr()
         self.assignadd(self.global_step, self.global_step_increase_tensor)
         if self.is_group_lr:
-            return self.map(ops.partial(_nesterov, self.momentum), lr, gradients, self.params, self.moments)
-        return self.map(ops.partial(_nesterov, self.momentum, lr), gradients, self.params, self.moments)
+            return self.hyper_map(ops.partial(_momentum, self.momentum, self.nesterov), lr, gradients,
+                                  self._parameters, self.moments)
+        return self.hyper_map(ops.partial(_momentum, self.momentum, self.nesterov, lr), gradients,
+                              self._parameters, self.moments)
 
 
-def _nesterov(momentum, lr, gradient, param, buf):
-    buf = ops.assign(buf, buf * momentum + gradient)
-    return ops.assign(param, param - lr * (gradient + momentum * buf))
+def _momentum(momentum, nesterov, lr, gradient, param, buf):
+    buf = buf.copy_(buf * momentum + gradient)
+    return param.copy_(param - lr * (gradient + momentum * buf if nesterov else buf))
 
 
 def current_lr(optimizer: nn.Optimizer, schedule: np.ndarray) -> float:

@@ -46,9 +46,20 @@ class Runtime(Section):
     # "AVX2" makes small convolutions 10-20x faster on AVX-512 CPUs but slows matmul-heavy
     # models; null leaves oneDNN's default.
     onednn_max_isa: Literal["AVX2", "AVX512_CORE", "SSE41"] | None = None
-    # ms.jit's jit_level for the train step: O0 (default; O1's operator fusion measured no gain on
-    # CPU, ResNet-18 404 vs 394 ms/step) | O1 | O2 (Ascend only, refused elsewhere by runtime.setup)
-    jit_level: Literal["O0", "O1", "O2"] = "O0"
+    # ms.jit's jit_level for the train step, the two MindSpore 2.7-2.10 accept on every device: O0
+    # (default; O1's operator fusion measured no gain on CPU, ResNet-18 404 vs 394 ms/step) | O1.
+    # (O2 ran on the GE backend, deprecated from 2.9.0; 2.10's ms.jit rejects it.)
+    jit_level: Literal["O0", "O1"] = "O0"
+    # true: the same results run after run on one device and setup (ms.set_deterministic; on Ascend
+    # also HCCL_DETERMINISTIC, a fixed all-reduce order); slower. Off, as MindSpore's default.
+    deterministic: bool = False
+    # GPU/Ascend memory pool cap as "<n>GB" (ms.runtime.set_memory max_size), e.g. 58GB on a 64 GB
+    # 910B to leave the communication library room (mindformers' setting); null: the whole device.
+    max_device_memory: str | None = Field(None, pattern=r"^\d+(\.\d+)?GB$")
+    # float32 matmuls/convolutions: "high" lets GPU use TF32 and Ascend HF32 (10-bit mantissa inputs,
+    # float32 sums; as torch.set_float32_matmul_precision("high")), "highest" keeps full float32.
+    # CPU: no effect.
+    matmul_precision: Literal["highest", "high"] = "high"
 
 
 class Train(Section):
@@ -57,7 +68,9 @@ class Train(Section):
     max_steps: int | None = Field(None, gt=0)  # optimizer steps; overrides epochs when set
     batch_size: int = Field(64, gt=0)  # per device and per micro-step
     grad_accum_steps: int = Field(1, gt=0)
-    amp_level: Literal["O0", "O1", "O2", "O3"] = "O0"
+    # auto: O0 on CPU (fp16 is slower there), else O2 in bfloat16 where the device computes it, float16
+    # (with the loss scaler) where not; O0 also for a configuration without mixed precision.
+    amp_level: Literal["auto", "O0", "O1", "O2", "O3"] = "auto"
     amp_dtype: Literal["float16", "bfloat16"] = "float16"
     loss_scale: float = Field(2.0**16, gt=0)  # initial dynamic loss scale (amp only)
     loss_scale_window: int = Field(1000, gt=0)  # finite steps before the scale grows

@@ -27,6 +27,7 @@ import mindspore as ms
 from mindspore import Parameter, amp, nn, ops
 
 from .distributed import identity
+from .inplace import add_to, zero
 from .schema import Train
 from .task import Model
 
@@ -99,9 +100,9 @@ class TrainStep:
 
     def accumulate(self, *batch):
         loss, weight, grads = self._loss_and_grads(batch)
-        self.hyper_map(ops.assign_add, self.accum, grads)
+        self.hyper_map(add_to, self.accum, grads)
         if weight is not None:
-            ops.assign_add(self.accum_weight, weight)
+            add_to(self.accum_weight, weight)
         # A constant output the loop reads keeps the host in step (unread: 3-20x slower on CPU).
         return loss, ms.Tensor(True)
 
@@ -109,10 +110,10 @@ class TrainStep:
         loss, weight, grads = self._loss_and_grads(batch)
         if self.accum is not None:
             grads = self.hyper_map(ops.add, self.accum, grads)
-            self.hyper_map(ops.assign, self.accum, self.hyper_map(ops.zeros_like, self.accum))
+            self.hyper_map(zero, self.accum)
             if weight is not None:
                 weight = weight + self.accum_weight
-                ops.assign(self.accum_weight, ops.zeros_like(self.accum_weight))
+                zero(self.accum_weight)
         if weight is not None:  # the step's whole weight, every micro-batch and rank (0: zero gradients)
             weight = ops.maximum(self.weight_reducer(weight), 1e-12)
         grads = self.scaler.unscale(self.reducer(grads))
@@ -121,7 +122,7 @@ class TrainStep:
             self.optimizer(clip_by_global_norm(grads, self.grad_clip, weight))
             self.constrain()
         else:  # a skipped step keeps its place in the schedule (as torch's scheduler.step() does)
-            ops.assign_add(self.optimizer.global_step, ops.ones_like(self.optimizer.global_step))
+            add_to(self.optimizer.global_step, ops.ones_like(self.optimizer.global_step))
         if self.check_overflow:
             self.scaler.adjust(finite)  # overflow: skip the update and shrink the scale
         return loss, finite
@@ -130,7 +131,7 @@ class TrainStep:
 def clip_by_global_norm(grads: tuple, max_norm: float | None, weight=None) -> tuple:
     """The gradients / ``weight`` (None: 1), times min(1, max_norm / (global L2 norm + 1e-6)) as
     PyTorch's ``clip_grad_norm_`` (``max_norm`` None: no clipping), in one pass. Each squared norm
-    is one dot product and the scaled copies are made one at a time: ``ops.clip_by_global_norm``
+    is one dot product and the scaled copies are made one at a time: MindSpore's clip_by_global_norm
     (deprecated) kept a square and two scaled copies of every gradient alive (+1.5 GB at 100 M)."""
     if max_norm is None:
         return grads if weight is None else _hyper_map(ops.partial(_scaled, 1 / weight), grads)

@@ -74,7 +74,7 @@ class Capabilities:
         if self.grad_accum == "none" and cfg.train.grad_accum_steps > 1:
             raise ConfigError(f"train.grad_accum_steps={cfg.train.grad_accum_steps} is not supported by "
                               f"this {cfg.task} configuration{why}; set it to 1")
-        if not self.amp and cfg.train.amp_level != "O0":
+        if not self.amp and cfg.train.amp_level not in ("O0", "auto"):
             raise ConfigError(f"train.amp_level={cfg.train.amp_level} is not supported by this {cfg.task} "
                               f"configuration{why}; use O0")
         if not self.amp and cfg.train.on_nonfinite == "skip":  # the same gradient check as AMP's

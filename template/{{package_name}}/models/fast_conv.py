@@ -18,8 +18,9 @@ forward + both gradients) and the forward-convolution weight gradient won only o
 stem (3->64 k7 s2 at 64^2: 51 -> 46 ms, 1.1x); on 64->64 at 32^2 it lost (110 -> 144), and at
 16^2 and below by 1.2-2.5x. A ResNet-18 step: 468 ms with nn.Conv2d, 459 with this cell (noise
 level), so ``model.fast_conv`` defaults to false; auto / true are there to measure on your CPU.
-The input gradient is MindSpore's own ``Conv2DBackpropInput``: a forward convolution of dy with
-the flipped, transposed kernel (the other candidate) measured slower at every stride-1 shape.
+The input gradient is MindSpore's own ``Conv2DTranspose`` (its Conv2DBackpropInput kernel): a forward
+convolution of dy with the flipped, transposed kernel (the other candidate) measured slower at every
+stride-1 shape.
 
 The cell keeps ``nn.Conv2d``'s parameters (``weight``, ``bias``: checkpoints and imported
 weights are unchanged) and its forward op (``Conv2D``: the exported MINDIR is the same).
@@ -76,8 +77,8 @@ class _ConvWithFastBackward(nn.Cell):
         pads = (*_pads(x.shape[2], kh, sh, self.pad_mode, self.pad[0]),
                 *_pads(x.shape[3], kw, sw, self.pad_mode, self.pad[1]))  # (top, bottom, left, right)
         # Explicit pads (pad_list) for MindSpore's own backward kernels, as its autodiff passes them.
-        dx = ops.Conv2DBackpropInput(self.out_channels, self.kernel, pad_mode="pad", pad=pads, pad_list=pads,
-                                     stride=self.stride)(dout, w, x.shape)
+        dx = ops.Conv2DTranspose(self.out_channels, self.kernel, pad_mode="pad", pad=pads, pad_list=pads,
+                                  stride=self.stride)(dout, w, x.shape)
         # dx and dw are independent and the runtime runs them side by side (making dw wait for dx
         # with ops.depend measured 2x slower: 218-244 vs 96-106 ms for the 64->64 conv at 32^2).
         auto = self.forward_dw == "auto" and use_forward_dw(x.shape[1], self.kernel, dout.shape[2:])
@@ -108,5 +109,5 @@ def conv_class(setting: bool | str) -> type[nn.Conv2d]:
     auto on CPU) or MindSpore's own ``nn.Conv2d`` (false, or auto on GPU/Ascend, whose kernels
     are fast). Call after the device is set."""
     if setting == "auto":
-        setting = ms.get_context("device_target") == "CPU"
+        setting = ms.get_current_device().device_target == "CPU"
     return FastConv2d if setting else nn.Conv2d

@@ -71,7 +71,7 @@ class CausalSelfAttention(nn.Cell):
 
     def attend(self, q, k, v, hidden):  # hidden: True where a query may not look (broadcasts to the scores)
         scores = ops.matmul(q, k) * self.scale  # (B, H, Tq, Tk)
-        scores = ops.masked_fill(scores, ops.broadcast_to(hidden, scores.shape), float("-inf"))
+        scores = ops.where(ops.broadcast_to(hidden, scores.shape), float("-inf"), scores)
         weights = self.attn_drop(self.softmax(scores))
         t = q.shape[2]
         y = ops.matmul(weights, v).transpose(0, 2, 1, 3).reshape(-1, t, self.n_head * self.d_head)  # heads side by side

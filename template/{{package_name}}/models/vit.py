@@ -73,7 +73,7 @@ class SelfAttention(nn.Cell):
         v = v.reshape(b, t, self.heads, self.d_head).transpose(0, 2, 1, 3)
         scores = ops.matmul(q, k).astype(ms.float32) * self.scale  # (B, H, T, T), float32
         if self.causal:
-            scores = ops.masked_fill(scores, self.future[:t, :t], float("-inf"))
+            scores = ops.where(self.future[:t, :t], float("-inf"), scores)
         weights = ops.softmax(scores, axis=-1).astype(v.dtype)
         y = ops.matmul(weights, v).transpose(0, 2, 1, 3).reshape(b, t, c)  # heads side by side
         return self.out_proj(y)

@@ -52,8 +52,8 @@ class CLIPTextTower(nn.Cell):
     def construct(self, tokens):  # (B, L) int32, L <= context -> (B, E)
         x = self.token_embedding(tokens) + self.position_embedding[:tokens.shape[1]]  # (B, L, W)
         x = self.final_layer_norm(self.layers(x))
-        eos = ops.cast(tokens == self.eos_id, ms.float32)  # (B, L)
-        first = eos * ops.cast(ops.cumsum(eos, axis=1) == 1, ms.float32)  # one-hot: the first end-of-text
+        eos = (tokens == self.eos_id).astype(ms.float32)  # (B, L)
+        first = eos * (ops.cumsum(eos, axis=1) == 1).astype(ms.float32)  # one-hot: the first end-of-text
         pooled = ops.sum(x * first.astype(x.dtype).expand_dims(-1), dim=1)  # (B, W)
         return self.head(pooled)
 

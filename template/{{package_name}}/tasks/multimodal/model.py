@@ -88,7 +88,7 @@ class BackboneImageTower(nn.Cell):
 def padding_mask(tokens):  # (B, L) int32, 0 = padding -> (B, L, 1) float32, 1 at real words
     # A reshape with -1 as the batch, not expand_dims: the ONNX exporter writes that as a reshape
     # to the concrete shape, and the exported text encoder would take one batch size only.
-    return ops.cast(tokens != 0, ms.float32).reshape(-1, tokens.shape[1], 1)
+    return (tokens != 0).astype(ms.float32).reshape(-1, tokens.shape[1], 1)
 
 
 def masked_mean(x, mask):  # (B, L, W), (B, L, 1) -> (B, W): the mean over real words (0 for none)
@@ -164,7 +164,7 @@ class ClampLogitScale(nn.Cell):
         self.upper = MAX_LOGIT_SCALE
 
     def construct(self):
-        return ops.assign(self.logit_scale, ops.clamp(self.logit_scale, 0.0, self.upper))
+        return self.logit_scale.copy_(ops.clamp(self.logit_scale, 0.0, self.upper))
 
 
 def build_image_tower(m, channels: int, image_size: int) -> nn.Cell:
@@ -243,8 +243,8 @@ class ContrastiveLoss(nn.Cell):
     def construct(self, image, tokens):
         image_emb, text_emb = self.network(image, tokens)
         # fp32 from here: under mixed precision the logits (up to +-100) and softmax stay exact
-        image_emb, text_emb = ops.cast(image_emb, ms.float32), ops.cast(text_emb, ms.float32)
-        scale = ops.cast(self.network.scale(), ms.float32)
+        image_emb, text_emb = image_emb.astype(ms.float32), text_emb.astype(ms.float32)
+        scale = self.network.scale().astype(ms.float32)
         # int32 labels: cross_entropy rejects int64 (ops.arange's default)
         labels = ops.arange(image_emb.shape[0], dtype=ms.int32) * self.size + self.rank
         if self.size == 1:

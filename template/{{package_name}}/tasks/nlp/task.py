@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn
 
@@ -125,6 +126,9 @@ def exports(network: nn.Cell, meta: dict, cfg) -> dict:
     """The LM with a fixed sequence length of ``model.block_size`` (the batch axis stays dynamic):
     tokens (B, block_size) int32 -> logits (B, block_size, vocab). Shorter contexts: pad on the
     right and read the logits at the last real position (causal attention ignores the padding)."""
+    if cfg.model.arch == "llama" and tuple(int(x) for x in ms.__version__.split(".")[:2]) < (2, 10):
+        raise ConfigError(f"exporting a llama needs MindSpore 2.10 (MindSpore {ms.__version__} cannot load the "
+                          'graph back: MatMul shape error); pip install "mindspore>=2.10,<2.11"')
     lora.merge(network)  # the graph runs W + BA alpha / rank as one matrix
     vocab = Tokenizer.from_meta(meta).vocab_size
     sample = np.random.default_rng(0).integers(0, vocab, size=(1, cfg.model.block_size), dtype=np.int32)

@@ -39,7 +39,7 @@ class ModelConfig(Section):
     embed_dim: int = Field(16, gt=0)
     hidden: list[int] = [64, 32, 16]  # MLP widths (NeuMF MLP branch, each tower, DeepFM deep part)
     dropout: float = Field(0.0, ge=0, lt=1)
-    # Sparse-gradient tables (nn.EmbeddingLookup) for big id spaces; use with optim.name=lazy_adam.
+    # Sparse-gradient tables (model.SparseEmbedding) for big id spaces; use with optim.name=lazy_adam.
     # The engine then refuses accumulation, AMP, clipping and msrun (they need dense gradients).
     sparse: bool = False
     # Row-slice each table across devices (tables bigger than one device): refused for now, see

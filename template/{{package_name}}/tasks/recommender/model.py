@@ -3,15 +3,15 @@ DeepFM scores rows of categorical features (CTR). All return logits.
 
 Embedding row 0 of every table is the "unknown id" row (see ids.py). The embedding
 tables are dense ``nn.Embedding`` parameters by default. ``model.sparse: true`` makes them
-``nn.EmbeddingLookup(sparse=True)``: the gradient of a table is then sparse (only the rows
-in the batch), which with ``optim.name: lazy_adam`` makes big tables much cheaper to train.
+``SparseEmbedding``: the gradient of a table is then sparse (only the rows in the batch), which
+with ``optim.name: lazy_adam`` makes big tables much cheaper to train.
 """
 
 from __future__ import annotations
 
 import mindspore as ms
 from mindspore import nn, ops
-from mindspore.common.initializer import Normal
+from mindspore.common.initializer import Normal, initializer
 
 
 def mlp(width: int, hidden: list[int], dropout: float, last_relu: bool = True) -> tuple[nn.SequentialCell, int]:
@@ -27,13 +27,25 @@ def mlp(width: int, hidden: list[int], dropout: float, last_relu: bool = True) -
 def embedding(rows: int, dim: int, sparse: bool, init="normal") -> nn.Cell:
     """(B, ...) int32 ids -> (B, ..., dim) vectors, from a dense or a sparse-gradient table."""
     if sparse:
-        # target="CPU" pins the lookup to the host (ops.EmbeddingLookup.set_device("CPU")): meant for
-        # tables kept in host memory, with the optimizer also moved there (optimizer.target = "CPU").
-        # Our optimizer runs where the runtime does, so off CPU the table, its lookup (SparseGatherV2)
-        # and lazy Adam's sparse update all stay on the device. On CPU both are the same.
-        target = "CPU" if ms.get_context("device_target") == "CPU" else "DEVICE"
-        return nn.EmbeddingLookup(rows, dim, param_init=init, target=target, sparse=True)
+        return SparseEmbedding(rows, dim, init)
     return nn.Embedding(rows, dim, embedding_table=init)
+
+
+class SparseEmbedding(nn.Cell):
+    """A table whose gradient is sparse (a RowTensor of the batch's rows): what
+    ``nn.EmbeddingLookup(sparse=True)`` computed (deprecated, "removed after 2.9.0"), with its
+    parameter name, so checkpoints load either way. The lookup and lazy Adam's update run where the
+    runtime does: on CPU (in host memory) as the EmbeddingLookup kernel, the only sparse one CPU has,
+    elsewhere as SparseGatherV2. Build it after the device is set."""
+
+    def __init__(self, rows: int, dim: int, init="normal"):
+        super().__init__()
+        self.embedding_table = ms.Parameter(initializer(init, (rows, dim), ms.float32), name="embedding_table")
+        on_cpu = ms.get_current_device().device_target == "CPU"
+        self.gather = ops.EmbeddingLookup().set_device("CPU") if on_cpu else ops.SparseGatherV2()
+
+    def construct(self, ids):  # (B, ...) int32 -> (B, ..., dim)
+        return self.gather(self.embedding_table, ids, 0)  # 0: EmbeddingLookup's offset, SparseGatherV2's axis
 
 
 class NeuMF(nn.Cell):

@@ -41,7 +41,7 @@ def check_sharding(cfg) -> None:
     """
     if not cfg.model.shard_embeddings:
         return
-    device = ms.get_context("device_target")
+    device = ms.get_current_device().device_target
     if device == "CPU":
         raise ConfigError("model.shard_embeddings=true needs Ascend or GPU: MindSpore's row-sliced tables "
                           "(nn.EmbeddingLookup TABLE_ROW_SLICE, SEMI_AUTO_PARALLEL) fail on CPU "

@@ -97,7 +97,7 @@ class LlamaAttention(nn.Cell):
         if self.softcap:
             scores = ops.tanh(scores / self.softcap) * self.softcap
         hidden = ops.broadcast_to(hidden, (b, kv, g, t, k.shape[-1])).reshape(scores.shape)
-        weights = self.softmax(ops.masked_fill(scores, hidden, float("-inf")))
+        weights = self.softmax(ops.where(hidden, float("-inf"), scores))
         y = ops.matmul(weights, v).reshape(b, kv, g, t, d)
         return self.o_proj(permute(y, (0, 3, 1, 2, 4)).reshape(b, t, -1))  # (B, T, H * D)
 
