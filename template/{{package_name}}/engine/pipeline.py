@@ -48,11 +48,11 @@ class _Epoch:
     """The random-access view ``GeneratorDataset`` reads: the source at one epoch (its
     augmentation draws depend on (seed, epoch, index), never on which worker reads it)."""
 
-    def __init__(self, source: ExampleSource, epoch: int):
-        self.source, self.epoch = source, epoch
+    def __init__(self, source: ExampleSource, epoch: int, reads: int = 0):
+        self.source, self.epoch, self.reads = source, epoch, reads
 
-    def __len__(self) -> int:
-        return len(self.source)
+    def __len__(self) -> int:  # reads: an epoch may read some examples twice (``Batches``: its last step)
+        return max(len(self.source), self.reads)
 
     def __getitem__(self, index: int) -> tuple[np.ndarray, ...]:
         return self.source.read(int(index), self.epoch)
@@ -63,8 +63,8 @@ def build(source: ExampleSource, indices: np.ndarray, epoch: int, batch_size: in
     """source[indices] (in that order) -> the source's operations -> batches of ``batch_size``."""
     order = [int(i) for i in indices]
     # Reading is cheap (a few numbers): one reader; the transforms get the workers.
-    dataset = ds.GeneratorDataset(_Epoch(source, epoch), column_names=list(source.columns), sampler=order,
-                                  num_parallel_workers=1)
+    dataset = ds.GeneratorDataset(_Epoch(source, epoch, len(order)), column_names=list(source.columns),
+                                  sampler=order, num_parallel_workers=1)
     if getattr(source, "files", None) is not None:  # "image": the files' bytes, zipped row by row with read()'s
         dataset = ds.zip((file_bytes(source, order), dataset))
     for operations, inputs, outputs in stages(source.operations()):
