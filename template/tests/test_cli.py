@@ -90,7 +90,7 @@ def broken(step, total_steps):
     (["optim.name=mindspore.nn:NoSuch"], ("optim.name=mindspore.nn:NoSuch", "has no 'NoSuch'")),
     (["optim.name=os.path:join"], ("optim.name=os.path:join", "not a subclass of mindspore.nn.Optimizer")),
     (["optim.name=mindspore.nn:RMSProp", "optim.kwargs={no_such: 1}"], ("optim.name", "RMSProp(", "no_such")),
-    (["optim.kwargs={beta1: 0.8}"], ("optim.kwargs is for your own optimizer",)),
+    (["optim.name=adam", "optim.kwargs={beta1: 0.8}"], ("optim.kwargs is for your own optimizer",)),
     (["optim.schedule=os:sep"], ("optim.schedule=os:sep", "not a function")),
     (["optim.schedule=your_schedule:broken"], ("optim.schedule=your_schedule:broken", "nan at step 3")),
     (["train.monitor=no_such_metric"], ("train.monitor=no_such_metric", "reports")),
