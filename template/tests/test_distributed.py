@@ -135,7 +135,7 @@ def test_a_node_that_never_joins_is_named_within_the_join_timeout(tmp_path):
     tag = f"join-{os.getpid()}"
     args = ["--set", f"output.dir={tmp_path}", "--set", "train.max_steps=3"]
     env = {**os.environ, "PYTHON": sys.executable, "MASTER_PORT": str(free_port()), "LOG_DIR": str(tmp_path / "logs"),
-           "NODES": "2", "NODE_RANK": "0", "JOIN_TIMEOUT": "5", "MSSCAFFOLD_TEST_JOB": tag}
+           "NODES": "2", "NODE_RANK": "0", "MASTER_ADDR": "127.0.0.1", "JOIN_TIMEOUT": "5", "MSSCAFFOLD_TEST_JOB": tag}
     started = time.monotonic()
     job = subprocess.run(["bash", "scripts/run_distributed.sh", "2", *args], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)

@@ -85,14 +85,15 @@ def train_main() -> NoReturn:
         cfg = load_config([DEFAULT_CONFIG, *args.configs], args.overrides)
         resume = find_resume(cfg.output.dir, args.resume)  # a --resume that is not a checkpoint: said at once
         existed = Path(cfg.output.dir).exists()
-        if resume is None and not any(var in os.environ for var in LAUNCHERS):
+        reserved = resume is None and not any(var in os.environ for var in LAUNCHERS)
+        if reserved:
             cfg = reserve_run_dir(cfg)  # the new run's folder exists from now: --resume auto sees it
         from .train import train  # imports MindSpore: after the config and --resume are known to be valid
 
         try:
             summary = train(cfg, resume=str(resume) if resume else None)
         except (UserError, OSError):
-            if resume is None:  # a run refused before it trained leaves no folder behind
+            if reserved:  # a run refused before it trained leaves no folder behind
                 unreserve_run_dir(cfg, output_dir_too=not existed)
             raise
         print(json.dumps(summary, indent=2))
