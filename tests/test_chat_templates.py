@@ -233,16 +233,7 @@ def test_chat_ids_and_masks_are_transformers_for_every_template_family(tmp_path)
             )
             assert marked_ids["input_ids"] == ids  # the marks change nothing else
             references[name].append([list(ids), list(marked_ids["assistant_masks"])])
-    (tmp_path / "cases.json").write_text(json.dumps(cases), encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, "-c", OURS.format(package="chat"), str(tmp_path / "cases.json")],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    ours = json.loads(result.stdout.strip().splitlines()[-1])
+    ours = run_ours(tmp_path, project, cases)
     for name in TEMPLATES:
         for (our_ids, our_mask), (ids, mask) in zip(ours[name], references[name], strict=True):
             assert our_ids == ids, name
