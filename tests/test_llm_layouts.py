@@ -291,14 +291,14 @@ def test_training_gradients_are_transformers_gradients(project, tmp_path, kind="
     eager, equal torch autograd's through transformers' model, parameter by parameter: the
     hand-written softmax backward, grouped-query attention and per-head q/k norms included."""
     reference = hf_folder(tmp_path / kind, kind)
-    converted = run(project, "convert_weights.py", str(tmp_path / kind), "--out", f"{kind}.ckpt")
+    converted = run(project, "convert_weights.py", str(tmp_path / kind), "--out", f"grads-{kind}.ckpt")
     assert converted.returncode == 0, converted.stderr[-2000:]
     rng = np.random.default_rng(2)
     tokens = rng.integers(0, TOKENS, (2, 33)).astype(np.int32)
     mask = (rng.random((2, 32)) < 0.5).astype(np.float32)
     np.savez(tmp_path / "batch.npz", tokens=tokens, mask=mask)
     (tmp_path / "grads.py").write_text(GRADIENTS.format(package=project.name), encoding="utf-8")
-    result = run(project, str(tmp_path / "grads.py"), f"{kind}.ckpt", str(tmp_path / "batch.npz"),
+    result = run(project, str(tmp_path / "grads.py"), f"grads-{kind}.ckpt", str(tmp_path / "batch.npz"),
                  str(tmp_path / "grads"), env={**os.environ, "PYTHONPATH": str(project)})
     assert result.returncode == 0, result.stderr[-2000:]
 
