@@ -130,20 +130,6 @@ def test_new_help_names_every_feature():
     assert all(name in result.stdout for task in available_tasks() for name in offered(task))
 
 
-@pytest.mark.slow
-def test_lean_vision_project_passes_its_quick_suite(tmp_path):
-    """The lean render's own quick suite (the full render's: test_tasks.py). Its shared tests that
-    another task's project runs are deselected as there."""
-    from test_tasks import SHARED_TESTS, run_project_tests
-
-    project = generate(tmp_path, "vision", name="lean", features="none")
-    deselect = []
-    for test, tasks in SHARED_TESTS.items():
-        if "vision" not in tasks and (project / test.partition("::")[0]).is_file():
-            deselect += ["--deselect", test]
-    run_project_tests(project, "not slow", *deselect)
-
-
 @pytest.fixture
 def tagged_clone(tmp_path):
     """A clone of this repo's committed template, tagged v1.0.0 (add re-answers at that version)."""
@@ -248,13 +234,13 @@ def test_a_0_13_0_project_updates_with_every_file_it_had(tmp_path):
     gives it every feature, so no file it had is removed."""
     from test_update import vision_project_at_release
 
-    from msscaffold import generate as _generate
+    from msscaffold import update as _update
 
     clone, project = vision_project_at_release(tmp_path, "v0.13.0")
     had = set(git("ls-files", cwd=project).split())
     assert "features" not in read_answers(project)
     head = git("rev-parse", "HEAD", cwd=clone).strip()
-    assert _generate.update_project(project, vcs_ref=head) == []
+    assert _update.update_project(project, vcs_ref=head) == []
     now = {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
     assert had - now == set(), sorted(had - now)[:10]
     assert read_answers(project)["features"] == offered("vision")

@@ -224,10 +224,10 @@ def update(
 ) -> None:
     """Update a generated project to the current template; fail listing any conflicts."""
     with errors(ctx):
-        from msscaffold import generate
+        from msscaffold import update
 
         interactive = sys.stdin.isatty() and not defaults
-        conflicts = generate.update_project(
+        conflicts = update.update_project(
             path, vcs_ref=vcs_ref, interactive=interactive, hold_signals=_whole_process(ctx)
         )
         if conflicts:
@@ -246,9 +246,9 @@ def add(
     """Add optional features to a generated project (Copier's update re-answers `features`: your
     edits are kept). Needs a clean git tree; leaves the change for you to review and commit."""
     with errors(ctx):
-        from msscaffold import generate
+        from msscaffold import update
 
-        added, conflicts = generate.add_features(path, names)
+        added, conflicts = update.add_features(path, names)
         if not added:
             out.print(f"Already in {path}: {', '.join(names)} (nothing to add).")
             return
