@@ -105,11 +105,37 @@ def test_a_stop_signal_during_new_leaves_nothing(tmp_path, monkeypatch, signum):
         os.kill(os.getpid(), signum)
 
     monkeypatch.setattr(generate, "commit_all", stopped)
-    result = runner.invoke(app, ["new", str(tmp_path / "proj")])
+    previous = signal.signal(signum, signal.SIG_DFL)  # as a terminal starts it (pytest may run under nohup)
+    try:
+        result = runner.invoke(app, ["new", str(tmp_path / "proj")])
+        assert signal.getsignal(signum) is signal.SIG_DFL  # the process's own handlers are back
+    finally:
+        signal.signal(signum, previous)
     assert result.exit_code == 130
     assert result.stderr.strip().splitlines() == ["error: interrupted"]
     assert list(tmp_path.iterdir()) == []
-    assert signal.getsignal(signum) is signal.SIG_DFL  # the process's own handlers are back
+
+
+def test_under_nohup_a_closed_terminal_does_not_stop_new(tmp_path, monkeypatch):
+    """A SIGHUP the process ignores (``nohup msscaffold new …``) stays ignored: the project is
+    written (0.14.0 replaced the ignore with its rollback handler, so nohup did not protect it)."""
+    from msscaffold import generate
+
+    commit_all = generate.commit_all
+
+    def hung_up(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGHUP)
+        commit_all(*args, **kwargs)
+
+    monkeypatch.setattr(generate, "commit_all", hung_up)
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        result = runner.invoke(app, ["new", str(tmp_path / "proj")])
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "proj" / ".git").is_dir() and (tmp_path / "proj" / "train.py").is_file()
 
 
 def test_a_stop_signal_as_new_reports_success_keeps_the_success(tmp_path):

@@ -1,9 +1,10 @@
 """All or nothing under signals: the body of ``rolled_back(undo)`` is undone when it fails or
 is stopped. SIGTERM (``timeout``, a scheduler) and SIGHUP (a closed terminal) raise as Ctrl-C
-does while it runs, so they are undone too; the undo itself cannot be cut short by another one.
-With ``hold=True`` (a command about to report and exit) a body that succeeded stays a success:
-from its last step on, stop signals are ignored, so no signal in the last moment turns a
-complete project into an exit 143 (a retrying script would then meet "destination exists")."""
+does while it runs, so they are undone too (unless the process ignores them, as under
+``nohup``); the undo itself cannot be cut short by another one. With ``hold=True`` (a command
+about to report and exit) a body that succeeded stays a success: from its last step on, stop
+signals are ignored, so no signal in the last moment turns a complete project into an exit 143
+(a retrying script would then meet "destination exists")."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ def rolled_back(undo: Callable[[], None], hold: bool = False) -> Iterator[None]:
     with every stop signal ignored (a second Ctrl-C cannot cut the rollback short), then re-raise.
     ``hold``: once the body succeeded, every stop signal is ignored (not restored) until the process ends."""
     main = threading.current_thread() is threading.main_thread()  # handlers live in the main thread
-    previous = {s: signal.signal(s, _interrupt) for s in STOP_SIGNALS[1:]} if main else {}
+    # A signal already ignored stays so (``nohup``: a closed terminal must not stop the run).
+    stops = [s for s in STOP_SIGNALS[1:] if signal.getsignal(s) is not signal.SIG_IGN] if main else []
+    previous = {s: signal.signal(s, _interrupt) for s in stops}
     try:
         yield
         if hold and main:  # complete: the finally below ignores stop signals from here on (a signal
