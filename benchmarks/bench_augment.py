@@ -46,6 +46,12 @@ def worker(folder: str, workers: int, path: str) -> dict:
     from vision.tasks.vision.augment import Augment, Recipe
     from vision.tasks.vision.data import AugmentedFiles, list_folder
 
+    try:  # since the recipes feature, RandAugment's rows and colour ops are recipes.py's
+        from vision.tasks.vision.recipes import FullRecipe as Recipe  # noqa: F811
+        from vision.tasks.vision.recipes import RecipeAugment as Augment  # noqa: F811
+    except ImportError:
+        pass
+
     cfg = load_config(
         "config/config.yaml",
         [

@@ -22,7 +22,10 @@ MARKERS = {
     "sweeps": "sweep.py",
     "doctor": "demo/doctor.py",
     "docker": "Dockerfile",
+    "loggers": "demo/logs/trackers.py",
     "weights": "convert_weights.py",
+    "archs": "demo/models/resnet.py",
+    "recipes": "demo/tasks/vision/recipes.py",
 }
 
 
@@ -70,6 +73,18 @@ def test_lean_render_has_no_optional_file_no_dangling_import_and_lints(tmp_path,
         "demo/__main__.py: from .deploy.predict import main",
         "demo/deploy/export.py: from .onnx import runtime",
         "demo/deploy/export.py: from .onnx import export_onnx",
+        # the config refuses output.loggers tensorboard/mlflow without the loggers feature (test_logging.py)
+        "demo/logs/loggers.py: from .trackers import MlflowLogger, TensorBoardLogger",
+        # vision: the config refuses an arch, fast_conv or recipe value whose module is absent
+        "demo/models/backbones.py: from .fast_conv import conv_class as fast",
+        "demo/models/backbones.py: from .resnet import ResNet",
+        "demo/models/backbones.py: from .vit import VisionTransformer",
+        "demo/tasks/vision/config.py: from ...models.vit_layout import vit_sizes",
+        "demo/tasks/vision/model.py: from ...models.vit_layout import vit_sizes",
+        "demo/tasks/vision/task.py: from ...models.vit_layout import vit_sizes",
+        "demo/tasks/vision/task.py: from .recipes import RecipeAugment as cell",
+        "demo/tasks/vision/task.py: from .mixing import MixingLoss",
+        "demo/tasks/vision/data.py: from .recipes import FullRecipe",
     }
     assert set(dangling_imports(project)) <= guarded
     for command, feature in (("doctor", "doctor"), ("predict", "onnx")):
@@ -94,6 +109,14 @@ def test_defaults_choose_every_feature_and_a_list_chooses_those(tmp_path):
     assert {n for n, rel in MARKERS.items() if (some / rel).exists()} == {"onnx", "sweeps"}
     readme = (some / "README.md").read_text("utf-8")
     assert "## Hyper-parameter sweeps" in readme and "predict --onnx" in readme and "## Docker" not in readme
+
+
+def test_weights_brings_the_archs_it_imports_into(tmp_path):
+    project = generate(tmp_path, "vision", git=False, features="weights")
+    assert read_answers(project)["features"] == ["weights", "archs"]
+    assert (project / MARKERS["archs"]).is_file() and not (project / MARKERS["recipes"]).exists()
+    readme = (project / "README.md").read_text("utf-8")
+    assert "`recipes` (" in readme and "`archs` (" not in readme  # the note's "Not here" list
 
 
 @pytest.mark.parametrize(
@@ -244,3 +267,27 @@ def test_a_0_13_0_project_updates_with_every_file_it_had(tmp_path):
     now = {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
     assert had - now == set(), sorted(had - now)[:10]
     assert read_answers(project)["features"] == offered("vision")
+
+
+@pytest.mark.slow
+def test_a_0_14_0_project_keeps_what_later_became_features(tmp_path):
+    """0.14.0 had ResNet/ViT and RandAugment/mixup in every vision project; a 0.14.0 project answered
+    `features: [onnx]` updates with every file it had: archs and recipes join its answer."""
+    from test_update import _hatch_build
+
+    from msscaffold import generate as _generate
+    from msscaffold.source import TemplateSource
+
+    clone, project = tmp_path / "clone", tmp_path / "proj"
+    git("clone", "-q", "--no-tags", str(REPO), str(clone), cwd=tmp_path)
+    git("tag", "v0.14.0", _hatch_build().release_tags(clone)["v0.14.0"], cwd=clone)
+    answers = {"task": "vision", "project_name": "proj", "features": ["onnx"]}
+    _generate.new_project(project, source=TemplateSource(str(clone), "v0.14.0", "custom"), data=answers,
+                          init_git=True)
+    had = set(git("ls-files", cwd=project).split())
+    assert {"proj/models/resnet.py", "proj/tasks/vision/mixing.py", "proj/logs/loggers.py"} <= had
+    head = git("rev-parse", "HEAD", cwd=clone).strip()
+    assert _generate.update_project(project, vcs_ref=head) == []
+    now = {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
+    assert had - now == set(), sorted(had - now)[:10]
+    assert read_answers(project)["features"] == ["onnx", "loggers", "archs", "recipes"]

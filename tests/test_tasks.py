@@ -80,8 +80,8 @@ SHARED_TESTS = {
     "tests/test_sweep.py::test_two_sweep_processes_share_one_study": ("multimodal",),
     "tests/test_sweep.py::test_sweep_cli_errors": ("vision",),
     "tests/test_sweep.py::test_sweep_without_optuna_names_the_extra": ("vision",),
-    "tests/test_logging.py::test_mlflow_run_in_mlruns_has_config_metrics_and_run_folder": ("recommender",),
-    "tests/test_logging.py::test_tensorboard_events_hold_train_values_and_eval_metrics": ("recommender",),
+    "tests/test_trackers.py::test_mlflow_run_in_mlruns_has_config_metrics_and_run_folder": ("recommender",),
+    "tests/test_trackers.py::test_tensorboard_events_hold_train_values_and_eval_metrics": ("recommender",),
     "tests/test_cli.py::test_chosen_logger_not_installed_names_the_extra": ("multimodal",),
     "tests/test_cli.py::test_bad_config_values": CAPPED_AND_NOT,  # the shared sections' schema
     "tests/test_doctor.py::test_doctor_screen": CAPPED_AND_NOT,

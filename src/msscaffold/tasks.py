@@ -75,4 +75,6 @@ def parse_features(text: str, config: dict | None, task: str) -> list[str]:
             why = f"is not one of the {task} task's" if word in anywhere else "is unknown"
             raise MsscaffoldError(f"feature {word!r} {why}: the {task} task's features are "
                                   f"{', '.join(offered) or 'none'} (or all, none)")
+    if "weights" in words and "archs" in offered:  # weights import into the archs (vision): it brings them
+        words.append("archs")
     return [name for name in offered if name in words]

@@ -14,7 +14,7 @@ from msscaffold.generate import ANSWERS_FILE, _copier_call, _one_line
 from msscaffold.gitcmd import git, toplevel
 from msscaffold.moves import follow_moves
 from msscaffold.rollback import rolled_back
-from msscaffold.source import check_commit, check_no_nested_repo, copier_config, for_update
+from msscaffold.source import TemplateSource, check_commit, check_no_nested_repo, copier_config, for_update
 from msscaffold.tasks import features as task_features
 from msscaffold.tasks import parse_features
 
@@ -56,6 +56,7 @@ def update_project(
         _copier_call(
             run_update,
             path,
+            data=_kept_features(source, answers),
             vcs_ref=source.ref,
             settings=Settings(),
             defaults=not interactive,
@@ -67,6 +68,24 @@ def update_project(
         moved = _copier_call(follow_moves, path, source.src, str(answers["_commit"]), answers)
     described = {entry.partition(" (")[0] for entry in moved}
     return sorted({*(f for f in find_conflicts(path) if f not in described), *moved})
+
+
+def _kept_features(source: TemplateSource, answers: dict) -> dict:
+    """A feature the project's own release did not offer was core there (e.g. 0.14.0's ResNets, before
+    the ``archs`` feature): the update adds it to the ``features`` answer, so none of its files is removed."""
+    had = answers.get("features")
+    if not isinstance(had, list) or source.path is None:  # no answer: every feature (features.jinja)
+        return {}
+    task = str(answers.get("task", ""))
+    old = copier_config(TemplateSource(source.src, str(answers["_commit"]), "custom"))
+    new = copier_config(source)
+    if old is None or new is None:
+        return {}
+    known = {f.name for f in task_features(old, task)}
+    offered = [f.name for f in task_features(new, task)]
+    if not set(offered) - known:
+        return {}
+    return {"features": [name for name in offered if name in had or name not in known]}
 
 
 def _restore(top: Path, head: str) -> None:

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from .seams import check_name, is_spec
+from .seams import check_name, feature, is_spec
 
 
 class Section(BaseModel):
@@ -170,9 +170,16 @@ class Output(Section):
     dir: str = "runs"  # ~ is expanded
     name: str | None = None  # run folder name inside dir (a plain name, not a path); null = timestamp
     # Where logged train rows and eval metrics go (logs/loggers.py); tensorboard and mlflow
-    # are optional extras: pip install -e ".[tensorboard]" / ".[mlflow]".
+    # are the loggers feature (logs/trackers.py) with extras: pip install -e ".[tensorboard]" / ".[mlflow]".
     loggers: list[Literal["jsonl", "csv", "tensorboard", "mlflow"]] = ["jsonl"]
     plot: bool = True
+
+    @field_validator("loggers")
+    @classmethod
+    def _loggers_feature(cls, value: list[str]) -> list[str]:
+        if {"tensorboard", "mlflow"} & set(value):
+            feature("logs.trackers", "loggers")
+        return value
 
     @field_validator("dir")
     @classmethod

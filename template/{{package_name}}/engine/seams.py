@@ -13,6 +13,7 @@ Importing runs that module: a config names code you trust. A checkpoint never de
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
 from typing import Any
 
@@ -20,6 +21,20 @@ from .errors import ConfigError
 
 SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 HOW = "your own code as module:attr (README, 'Make it yours')"
+
+
+class MissingFeature(ConfigError, ValueError):
+    """A config value whose code is an optional feature this project was generated without (a
+    ValueError too, so a schema's validator refuses it at config load, before anything is read)."""
+
+
+def feature(module: str, name: str, wanted: str = "") -> None:
+    """Refuse ``wanted`` (a config ``key=value``) in one line when ``module`` of this package
+    (``models.resnet``) is absent: it is the optional feature ``name``, which ``msscaffold add``
+    brings. The caller imports the module where it uses it."""
+    if importlib.util.find_spec(f"{__package__.rpartition('.')[0]}.{module}") is None:
+        raise MissingFeature(f"{wanted + ': ' if wanted else ''}needs the {name!r} feature, not in this project: "
+                             f"`msscaffold add {name}` brings it")
 
 
 def is_spec(value: Any) -> bool:

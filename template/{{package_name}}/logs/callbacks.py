@@ -17,6 +17,7 @@ Only rank 0 writes files; every rank runs the hooks (so all ranks stop together)
 from __future__ import annotations
 
 import importlib
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +71,22 @@ def load_user_callbacks(specs: list[str]) -> list[Callback]:
         except (ImportError, AttributeError, ValueError) as exc:
             raise ConfigError(f"train.callbacks: cannot load {spec!r} ({exc})") from None
     return callbacks
+
+
+class Logger(Callback, ABC):
+    """Calls ``write(kind, row)`` on rank 0 for every logged train row and every evaluation."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+
+    def on_step_end(self, progress, logs):
+        if progress.is_main:
+            self.write("train", logs)
+
+    def on_eval_end(self, progress, metrics):
+        if progress.is_main:
+            self.write("eval", {"step": progress.step, "epoch": progress.epoch, **metrics})
+
+    @abstractmethod
+    def write(self, kind: str, row: dict[str, Any]) -> None:
+        """Record one row (``kind`` is "train" or "eval"): each logger says where."""

@@ -5,6 +5,10 @@ and the multimodal image tower put their heads on it. A ``Backbone`` is its cons
 two facts the code around it needs: whether it holds BatchNorm (its statistics come from each
 micro-batch and rank, so accumulation and ``msrun`` are approximate) and whether its input size
 is fixed (a ViT's learned positions: evaluation and export at the training size only).
+
+``small_cnn`` is always here; ResNet, ViT and ``fast_conv`` are the optional ``archs`` feature
+(files that exist or not): each entry names its ``module``, imported only when the arch is built,
+and the config refuses an arch whose module this project lacks (``engine.seams.feature``).
 """
 
 from __future__ import annotations
@@ -14,12 +18,10 @@ from dataclasses import dataclass
 
 from mindspore import nn
 
-from .fast_conv import conv_class
-from .resnet import ARCHS as RESNETS
-from .resnet import ResNet
 from .small_cnn import SmallCNN
-from .vit import VisionTransformer
-from .vit_layout import ARCHS as VITS
+
+RESNETS = ("resnet18", "resnet34", "resnet50")  # models/resnet.py ARCHS
+VITS = ("vit_tiny", "vit_b_16")  # models/vit_layout.py ARCHS
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,18 @@ class Options:
 @dataclass(frozen=True)
 class Backbone:
     build: Callable[[Options], nn.Cell]
+    module: str = "small_cnn"  # its module in models/ (the archs feature's may be absent)
     batch_norm: bool = False
     fixed_size: bool = False
+
+
+def conv_class(setting: bool | str) -> type[nn.Conv2d]:
+    """``model.fast_conv``: false is MindSpore's ``nn.Conv2d``; auto / true ask ``fast_conv.py`` (archs)."""
+    if setting is False:
+        return nn.Conv2d
+    from .fast_conv import conv_class as fast
+
+    return fast(setting)
 
 
 def _small_cnn(o: Options) -> nn.Cell:
@@ -50,10 +62,17 @@ def _small_cnn(o: Options) -> nn.Cell:
 
 
 def _resnet(arch: str) -> Callable[[Options], nn.Cell]:
-    return lambda o: ResNet(arch, o.channels, conv_class(o.fast_conv), o.drop_path)
+    def build(o: Options) -> nn.Cell:
+        from .resnet import ResNet
+
+        return ResNet(arch, o.channels, conv_class(o.fast_conv), o.drop_path)
+
+    return build
 
 
 def _vit(o: Options) -> nn.Cell:
+    from .vit import VisionTransformer
+
     patch, layers, heads, width, mlp_dim = o.vit_sizes
     return VisionTransformer(o.image_size, patch, layers, heads, width, mlp_dim, o.channels, o.dropout,
                              drop_path=o.drop_path)
@@ -61,8 +80,8 @@ def _vit(o: Options) -> nn.Cell:
 
 BACKBONES: dict[str, Backbone] = {
     "small_cnn": Backbone(_small_cnn),  # BatchNorm only with norm: batch (the task checks its option)
-    **{arch: Backbone(_resnet(arch), batch_norm=True) for arch in RESNETS},
-    **{arch: Backbone(_vit, fixed_size=True) for arch in VITS},  # Options.vit_sizes: the arch's or the config's
+    **{arch: Backbone(_resnet(arch), "resnet", batch_norm=True) for arch in RESNETS},
+    **{arch: Backbone(_vit, "vit", fixed_size=True) for arch in VITS},  # Options.vit_sizes: the arch's or the config's
 }
 
 

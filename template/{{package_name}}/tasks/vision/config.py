@@ -7,8 +7,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from ...engine.schema import Config, DataSection, Section, Train
-from ...engine.seams import check_name, is_spec
-from ...models.vit_layout import vit_sizes
+from ...engine.seams import check_name, feature, is_spec
 
 
 class DataConfig(DataSection):
@@ -39,6 +38,13 @@ class DataConfig(DataSection):
     mean: list[float] | None = None
     std: list[PositiveFloat] | None = None
     stats_sample: int = Field(500, gt=0)
+
+    @field_validator("auto_augment", "color_jitter", "random_erase", "mixup", "cutmix")
+    @classmethod
+    def _recipes_feature(cls, value):  # off needs no module; on, the recipes feature's
+        if value not in ("none", 0, None):
+            feature("tasks.vision.recipes", "recipes")
+        return value
 
     @model_validator(mode="after")
     def _one_value_or_one_per_channel(self):
@@ -82,7 +88,16 @@ class ModelConfig(Section):
     @field_validator("arch")
     @classmethod
     def _arch(cls, value: str) -> str:
-        return check_name(value, cls.ARCHS)
+        if check_name(value, cls.ARCHS) != "small_cnn" and not is_spec(value):  # ResNet, ViT: the archs feature
+            feature("models.resnet" if value.startswith("resnet") else "models.vit", "archs")
+        return value
+
+    @field_validator("fast_conv")
+    @classmethod
+    def _fast_conv(cls, value):
+        if value is not False:
+            feature("models.fast_conv", "archs")
+        return value
 
     @model_validator(mode="after")
     def _yours_or_built_in(self):
@@ -120,6 +135,8 @@ class TaskConfig(Config):
     def _vit_fits(self):
         if is_spec(self.model.arch) or not self.model.arch.startswith("vit"):
             return self
+        from ...models.vit_layout import vit_sizes
+
         patch, _, heads, width, _ = vit_sizes(self.model)
         if self.data.image_size % patch:
             raise ValueError(f"data.image_size={self.data.image_size} must be a multiple of the ViT's patch size "

@@ -136,7 +136,12 @@ def train_recipe(cfg, meta: dict) -> Recipe:
     path = str(meta.get("data_path") or "")  # a meta built in code may lack the keys
     files = not (path.endswith(".npz") or is_spec(path))  # image files, not arrays in memory
     base = round(meta["image_size"] / meta.get("eval_crop", 1.0)) if files else meta["image_size"]
-    return Recipe.of(cfg, meta.get("augment", "none"), base, files)
+    recipe = Recipe.of(cfg, meta.get("augment", "none"), base, files)
+    if recipe.full:  # the recipes feature (the config refused its keys without it)
+        from .recipes import FullRecipe
+
+        recipe = FullRecipe.of(cfg, meta.get("augment", "none"), base, files)
+    return recipe
 
 
 class AugmentedFiles:

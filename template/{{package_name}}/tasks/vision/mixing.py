@@ -1,12 +1,11 @@
-"""The loss of the training recipe: device augmentation, mixup/cutmix and label smoothing.
+"""Mixup and cutmix (the optional ``recipes`` feature, with ``recipes.py``): ``draw`` picks a
+batch's mixing, ``MixingLoss`` applies it.
 
-Targets are distributions: ``(1 - e) * one_hot + e / classes`` (``train.label_smoothing``: the
-formula of ``torch.nn.functional.cross_entropy(label_smoothing=e)``), and a mixed batch pairs
-image i with image B-1-i (the batch reversed, timm's default), pixels and targets with the same
-weight: mixup blends whole images with a Beta(alpha, alpha) weight; cutmix pastes a box and
-weighs by its area. Which of them a batch gets, and its weight and box, are the mixing numbers of
-the batch's first image (``augment.Recipe.draw``, from (seed, epoch, image)): resumed runs and
-any number of workers mix identically.
+A mixed batch pairs image i with image B-1-i (the batch reversed, timm's default), pixels and
+targets with the same weight: mixup blends whole images with a Beta(alpha, alpha) weight; cutmix
+pastes a box and weighs by its area. Which of them a batch gets, and its weight and box, are the
+mixing numbers of the batch's first image (drawn by ``recipes.FullRecipe`` from (seed, epoch,
+image)): resumed runs and any number of workers mix identically.
 
 Exactness: a batch is mixed with itself, so ``train.grad_accum_steps`` k micro-batches are k
 separately mixed batches, not one mixed batch of k * b (and under msrun each rank mixes its own
@@ -15,32 +14,40 @@ batch): the task declares accumulation approximate, as for BatchNorm.
 
 from __future__ import annotations
 
+import math
+
 import mindspore as ms
-from mindspore import Tensor, nn, ops
+import numpy as np
+from mindspore import Tensor, ops
 
-from .augment import MIX, Augment
+from .augment import MIX, Recipe, RecipeLoss
 
 
-class RecipeLoss(nn.Cell):
-    """Mean cross-entropy against smoothed, optionally mixed targets, in float32. With
-    ``augment``, the images arrive raw (in [0, 1], at the recipe's base size) with a row of
-    augmentation numbers each, and are augmented and normalised here, inside the train step."""
+def draw(recipe: Recipe, rng, row: np.ndarray) -> None:
+    """``row``'s mix columns: kind (0 none, 1 mixup, 2 cutmix), the first image's weight, cutmix's box
+    (timm's rand_bbox)."""
+    if rng.random() >= recipe.mix_prob:
+        return  # the row's default: unmixed
+    size = recipe.size
+    cut = recipe.cutmix is not None and (recipe.mixup is None or rng.random() < recipe.mix_switch_prob)
+    lam = rng.betavariate(recipe.cutmix, recipe.cutmix) if cut else rng.betavariate(recipe.mixup, recipe.mixup)
+    if not cut:
+        row[MIX:MIX + 6] = [1, lam, 0, 0, 0, 0]
+        return
+    side = int(size * math.sqrt(1 - lam))
+    cy, cx = rng.randrange(size), rng.randrange(size)
+    y0, y1 = np.clip([cy - side // 2, cy + side // 2], 0, size)
+    x0, x1 = np.clip([cx - side // 2, cx + side // 2], 0, size)
+    row[MIX:MIX + 6] = [2, 1 - (y1 - y0) * (x1 - x0) / size ** 2, y0, y1, x0, x1]  # lam: the box's true area
 
-    def __init__(self, network: nn.Cell, classes: int, smoothing: float = 0.0, augment: Augment | None = None,
-                 mixing: bool = False, size: int = 0):
-        super().__init__()
-        self.network, self.augment, self.mixing, self.classes = network, augment, mixing, classes
-        self.on = Tensor(1.0 - smoothing + smoothing / classes, ms.float32)
-        self.off = Tensor(smoothing / classes, ms.float32)
+
+class MixingLoss(RecipeLoss):
+    """``RecipeLoss`` with each batch mixed by its first row's mix columns."""
+
+    def __init__(self, network, classes: int, smoothing: float = 0.0, augment=None, size: int = 0):
+        super().__init__(network, classes, smoothing, augment)
+        self.mixing = True
         self.pixels = Tensor(list(range(size)) or [0], ms.float32)
-
-    def construct(self, image, label, params=None):  # (B, C, H, W), (B,) int32, (B, PARAMS) float32
-        x = image if self.augment is None else self.augment(image, params)
-        target = ops.one_hot(label, self.classes, self.on, self.off)  # (B, classes)
-        if self.mixing:
-            x, target = self.mix(x, target, params[0, MIX:MIX + 6])
-        logits = self.network(x)
-        return ops.mean(-(target * ops.log_softmax(logits, -1)).sum(-1))
 
     def mix(self, x, target, row):
         """``row``: kind (0 none, 1 mixup, 2 cutmix), weight of the batch itself, box y0, y1, x0, x1."""

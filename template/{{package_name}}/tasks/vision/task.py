@@ -13,11 +13,9 @@ from ...engine.seams import is_spec, your_metrics
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from ...images.files import predict_files
 from ...models.backbones import backbone
-from ...models.vit_layout import vit_sizes
-from .augment import Augment
+from .augment import Augment, RecipeLoss
 from .config import ModelConfig
 from .data import load_data, load_eval_data, train_recipe
-from .mixing import RecipeLoss
 from .model import ClassificationLoss, Classifier, CriterionLoss, backbone_for, freeze_backbone, your_network
 
 
@@ -38,17 +36,24 @@ def build_model(cfg, meta: dict, comm: Comm) -> Model:
 
 def build_loss(network: nn.Cell, cfg, meta: dict) -> nn.Cell:
     """Plain cross-entropy; your ``train.loss``; or the recipe's loss when training images are
-    augmented on the device, mixed or their labels smoothed (``augment.py``, ``mixing.py``)."""
+    augmented on the device, mixed or their labels smoothed (``augment.py``; the recipes
+    feature's ``recipes.py``, ``mixing.py``)."""
     recipe = train_recipe(cfg, meta)
-    augment = Augment(recipe, meta["mean"], meta["std"]) if recipe.on_device else None
+    cell = Augment
+    if recipe.colour or recipe.random_erase > 0:  # the recipes feature (the config refused them without it)
+        from .recipes import RecipeAugment as cell
+    augment = cell(recipe, meta["mean"], meta["std"]) if recipe.on_device else None
     if cfg.train.loss:  # the config refuses it with mixing or label smoothing (soft targets)
         criterion = seams.build("train.loss", cfg.train.loss, seams.load("train.loss", cfg.train.loss, base=nn.Cell),
                                 **cfg.train.loss_kwargs)
         return CriterionLoss(network, criterion, augment)
     if not recipe.active and not cfg.train.label_smoothing:
         return ClassificationLoss(network)
-    return RecipeLoss(network, len(meta["classes"]), cfg.train.label_smoothing, augment, recipe.mixing,
-                      meta["image_size"])
+    if recipe.mixing:  # the recipes feature (the config refused mixup/cutmix without it)
+        from .mixing import MixingLoss
+
+        return MixingLoss(network, len(meta["classes"]), cfg.train.label_smoothing, augment, meta["image_size"])
+    return RecipeLoss(network, len(meta["classes"]), cfg.train.label_smoothing, augment)
 
 
 def warm_start(network: Classifier, cfg) -> None:
@@ -74,6 +79,8 @@ def check_backbone_fits(meta: dict, cfg) -> None:
             raise CheckpointError(f"its backbone has model.{key}={saved.get(key)!r}, this run "
                                   f"model.{key}={getattr(cfg.model, key)!r}; set them equal")
     if cfg.model.arch.startswith("vit"):
+        from ...models.vit_layout import vit_sizes
+
         theirs, ours = vit_sizes(ModelConfig(**saved)), vit_sizes(cfg.model)
         if theirs != ours:
             raise CheckpointError(f"its ViT has (patch, layers, heads, width, mlp) {theirs}, this run {ours}; set "
