@@ -276,6 +276,7 @@ def test_a_0_14_0_project_keeps_what_later_became_features(tmp_path):
     from test_update import _hatch_build
 
     from msscaffold import generate as _generate
+    from msscaffold import update as _update
     from msscaffold.source import TemplateSource
 
     clone, project = tmp_path / "clone", tmp_path / "proj"
@@ -287,7 +288,7 @@ def test_a_0_14_0_project_keeps_what_later_became_features(tmp_path):
     had = set(git("ls-files", cwd=project).split())
     assert {"proj/models/resnet.py", "proj/tasks/vision/mixing.py", "proj/logs/loggers.py"} <= had
     head = git("rev-parse", "HEAD", cwd=clone).strip()
-    assert _generate.update_project(project, vcs_ref=head) == []
+    assert _update.update_project(project, vcs_ref=head) == []
     now = {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
     assert had - now == set(), sorted(had - now)[:10]
     assert read_answers(project)["features"] == ["onnx", "loggers", "archs", "recipes"]
