@@ -28,7 +28,8 @@ from render import render
 
 SETS = ["model.arch=llama", "model.n_layer=12", "model.d_model=768", "model.n_head=12", "model.n_kv_head=4",
         "model.d_ff=2048", "model.block_size=128", "model.tie_embeddings=true", "model.embedding_rows=32000",
-        "train.batch_size=2", "train.max_steps=2", "train.log_every=1", "eval.max_examples=4", "output.plot=false"]
+        "train.batch_size=2", "train.max_steps=2", "train.log_every=1", "eval.max_examples=4",
+        "output.plot=false"]
 PROBE = '''"""Each rank's peak RSS (VmHWM) at the end of start-up and at the end: bench_startup.py."""
 import json
 import os
@@ -38,7 +39,8 @@ from {package}.logs.callbacks import Callback
 
 def _status() -> dict:
     with open("/proc/self/status") as f:
-        return {{k: int(v.split()[0]) / 1024 for k, v in (line.split(":", 1) for line in f) if k in ("VmHWM", "VmRSS")}}
+        fields = (line.split(":", 1) for line in f)
+        return {{k: int(v.split()[0]) / 1024 for k, v in fields if k in ("VmHWM", "VmRSS")}}  # MiB
 
 
 class PeakRss(Callback):
@@ -48,7 +50,8 @@ class PeakRss(Callback):
     def on_train_end(self, progress, summary):
         out = os.path.join(os.environ["RSS_OUT"], f"rank{{progress.rank}}.json")
         with open(out, "w") as f:
-            json.dump({{"start": self.start, "end": _status(), "params": sum(p.size for p in progress.network.get_parameters())}}, f)
+            params = sum(p.size for p in progress.network.get_parameters())
+            json.dump({{"start": self.start, "end": _status(), "params": params}}, f)
 '''
 
 BASE = """# a weights-only 100 M base, as convert_weights.py writes an imported one
@@ -62,7 +65,8 @@ cfg = load_config("config/config.yaml", sys.argv[2:])
 runtime.setup(cfg)
 task = get_task("nlp")
 meta = task.load_data(cfg).meta
-save_imported(sys.argv[1], task.build_model(cfg, meta, Comm()).network, cfg, meta, {"bench_startup": "random"})
+network = task.build_model(cfg, meta, Comm()).network
+save_imported(sys.argv[1], network, cfg, meta, {"bench_startup": "random"})
 """
 
 
@@ -75,11 +79,12 @@ def free_port() -> int:
 def run(project: Path, sets: list[str], out: Path, workers: int = 2) -> dict:
     out.mkdir(parents=True)
     pairs = [*sets, f"output.dir={out / 'runs'}", 'train.callbacks=["rss_probe:PeakRss"]']
-    env = {**os.environ, "PYTHON": sys.executable, "MASTER_PORT": str(free_port()), "LOG_DIR": str(out / "logs"),
-           "RSS_OUT": str(out)}
+    env = {**os.environ, "PYTHON": sys.executable, "MASTER_PORT": str(free_port()),
+           "LOG_DIR": str(out / "logs"), "RSS_OUT": str(out)}
+    args = [a for p in pairs for a in ("--set", p)]
     start = time.perf_counter()
-    job = subprocess.run(["bash", "scripts/run_distributed.sh", str(workers), *[a for p in pairs for a in ("--set", p)]],
-                         cwd=project, env=env, capture_output=True, text=True)
+    job = subprocess.run(["bash", "scripts/run_distributed.sh", str(workers), *args], cwd=project, env=env,
+                         capture_output=True, text=True)
     if job.returncode != 0:
         sys.exit(f"{project.name}: msrun failed: {job.stderr[-2000:]}")
     ranks = {r: json.loads((out / f"rank{r}.json").read_text()) for r in range(workers)}
@@ -91,8 +96,8 @@ def main() -> None:
     parser.add_argument("--before", default="c182131", help="template ref of the old start-up (0.14.0's)")
     parser.add_argument("--after", default="HEAD")
     parser.add_argument("--pretrained", action="store_true")
-    parser.add_argument("--only", choices=["before", "after"], help="run one side (the other in another sitting)")
-    parser.add_argument("--keep", type=Path, help="a folder to render into and keep (default: a temporary one)")
+    parser.add_argument("--only", choices=["before", "after"], help="run one side only")
+    parser.add_argument("--keep", type=Path, help="a folder to render into and keep (default: temporary)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
@@ -107,15 +112,17 @@ def main() -> None:
         if args.pretrained:
             base = root / "base.ckpt"
             if not base.exists():
-                subprocess.run([sys.executable, "-c", BASE, str(base), *SETS], cwd=projects["after"], check=True)
+                subprocess.run([sys.executable, "-c", BASE, str(base), *SETS], cwd=projects["after"],
+                               check=True)
             sets.append(f"model.pretrained={base}")
         for side in ("before", "after"):
             if args.only not in (None, side):
                 continue
             result = run(projects[side], sets, root / f"{side}-{time.time_ns()}")
-            cells = "  ".join(f"rank {r}: start-up {v['start']['VmHWM']:,.0f} MB, end {v['end']['VmHWM']:,.0f} MB"
-                              for r, v in result["ranks"].items())
-            print(f"{side:6} ({getattr(args, side)}): {cells}  ({result['ranks'][0]['params'] / 1e6:.1f} M parameters, "
+            cells = "  ".join(f"rank {r}: start-up {v['start']['VmHWM']:,.0f} MiB, "
+                              f"end {v['end']['VmHWM']:,.0f} MiB" for r, v in result["ranks"].items())
+            millions = result["ranks"][0]["params"] / 1e6
+            print(f"{side:6} ({getattr(args, side)}): {cells}  ({millions:.1f} M parameters, "
                   f"{result['seconds']:.0f} s)", flush=True)
 
 
