@@ -61,6 +61,54 @@ def test_two_msrun_workers_match_one_process(tmp_path):
     assert (tmp_path / "dist" / "last.ckpt").exists()
 
 
+@pytest.mark.slow
+def test_a_parameter_that_differs_on_a_rank_is_copied_from_rank_0(tmp_path):
+    """Ranks whose parameters differ (rank 1 changed one element of a float16 one and reordered a
+    float32 one: equal sum and sum of squares) end with rank 0's, bit for bit; equal ones stay."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    job = subprocess.run(["msrun", "--worker_num=2", "--local_worker_num=2", f"--master_port={free_port()}",
+                          "--join=True", f"--log_dir={tmp_path / 'logs'}", "tests/test_distributed.py", str(tmp_path)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    logs = "\n".join(p.read_text() for p in (tmp_path / "logs").glob("*.log"))
+    assert job.returncode == 0, job.stdout + job.stderr + logs
+    rank0, rank1 = load(tmp_path / "rank0.npz"), load(tmp_path / "rank1.npz")
+    copied = rank0.pop("copied"), rank1.pop("copied")
+    for name, ours in rank_parameters(0).items():  # rank 0's values on both, bit for bit (-0.0 too)
+        assert ours.dtype == rank0[name].dtype == rank1[name].dtype and ours.tobytes() == rank1[name].tobytes(), name
+        assert ours.tobytes() == rank0[name].tobytes(), name
+    assert copied == (2, 2)  # "same" was not: equal everywhere already
+
+
+def rank_parameters(rank: int) -> dict[str, np.ndarray]:
+    """The parameters of the msrun test above on ``rank``."""
+    rng = np.random.default_rng(0)
+    same, half, order = rng.normal(size=(64, 32)), rng.normal(size=(3, 5)), np.array([-0.0, 1.5, -2.0, 0.25])
+    if rank == 1:
+        half[1, 2] += 1
+        order = order[::-1]
+    return {"same": same.astype(np.float32), "half": half.astype(np.float16), "order": order.astype(np.float32)}
+
+
+def copy_on_this_rank(out: str) -> None:
+    """An msrun worker of the test above: its rank's parameters through copy_from_rank_0."""
+    import importlib
+
+    import mindspore as ms
+    from mindspore import Parameter, Tensor, nn
+
+    from tests.conftest import PACKAGE
+
+    distributed = importlib.import_module(f"{PACKAGE}.engine.distributed")
+    ms.set_device("CPU")
+    comm = distributed.init()
+    network = nn.Cell()
+    for name, values in rank_parameters(comm.rank).items():
+        setattr(network, name, Parameter(Tensor(values), name=name))
+    copied = distributed.copy_from_rank_0(network, comm)
+    ours = {p.name: p.asnumpy() for p in network.get_parameters()}
+    np.savez(Path(out) / f"rank{comm.rank}.npz", copied=copied, **ours)
+
+
 def job_pids(tag: str, *needles: str) -> list[int]:
     """Processes whose environment holds MSSCAFFOLD_TEST_JOB=tag (msrun, its scheduler, the
     workers) and every one of ``needles`` (e.g. "RANK_ID=1")."""
@@ -175,3 +223,7 @@ def test_several_nodes_without_master_addr_are_refused_in_one_line():
     assert result.returncode == 1, result.stderr
     assert result.stderr.splitlines() == ["error: NODES=2 needs MASTER_ADDR, the address of the node with "
                                           "NODE_RANK=0, the same on every node"]
+
+
+if __name__ == "__main__":  # msrun's worker of test_a_parameter_that_differs_on_a_rank_is_copied_from_rank_0
+    copy_on_this_rank(sys.argv[1])

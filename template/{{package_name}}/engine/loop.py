@@ -77,6 +77,8 @@ class Run:
     improved: bool = False  # the last evaluation was a new best
     finished: dict | None = None  # resumed after the run ended: its saved state (fit says so, changes nothing)
     stop_requested: bool = False
+    read_every_step: bool = True  # runtime.host_sync: read each step's outputs at once, or only when needed
+    pending: list = field(default_factory=list)  # (loss, finite) of the steps, still on the device, not read yet
 
 
 def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: Run | None = None
@@ -110,18 +112,18 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
             batches = run.batches.epoch(state.epoch, start=state.batch)
             while state.batch // k < run.steps_per_epoch and state.step < run.total_steps:
                 for micro_step in range(k):  # gradients add up; the last micro-step updates
-                    loss, finite = run.step_fn(next(batches), apply=micro_step == k - 1)
-                    finite = bool(finite.asnumpy())  # read every step: keeps the host in step (step.py)
-                    state.unlogged.append(float(loss.asnumpy()))  # (ready: its step's ``finite`` was just read)
+                    run.pending.append(run.step_fn(next(batches), apply=micro_step == k - 1))
+                    if run.read_every_step:  # CPU: reading at once keeps the host in step (step.py)
+                        read_outputs(run)
                 run.ema.update()  # train.ema: the average follows the weights
                 state.batch, state.step = state.batch + k, state.step + 1
-                state.skipped_steps += not finite
 
                 # A signal stops every rank at one step: ranks agree at log rows (one process at once).
                 if run.comm.size == 1 or state.step % cfg.train.log_every == 0:
                     if distributed.any_rank(signals.received is not None, run.comm):
                         stop_signal = signals.received or signal.SIGTERM
                 if state.step % cfg.train.log_every == 0 or state.step == run.total_steps:
+                    read_outputs(run)  # (also done by save and evaluate: whatever reads the state first)
                     row, state.unlogged, tick = log_row(run, state.unlogged, tick), [], time.perf_counter()
                     run.history.append({"kind": "train", **row})
                     hook("on_step_end", row)
@@ -132,6 +134,7 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
                 if run.stop_requested or stop_signal is not None:
                     break
             if state.batch // k == run.steps_per_epoch:  # the epoch is complete
+                read_outputs(run)
                 hook("on_epoch_end", state.epoch)
                 state.epoch, state.batch = state.epoch + 1, 0
                 if not cfg.train.eval_every and not run.stop_requested:
@@ -183,9 +186,10 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
                           f"raise train.max_steps or train.epochs to continue it")
 
     # Seed policy: splits, data order and sampled rows come from cfg.seed on every rank (one
-    # order, sharded by rank); the model is built under seed + rank, so each rank draws its own
-    # dropout masks (as nanoGPT offsets its seed), and starts from rank 0's initial weights.
-    runtime.seed_everything(cfg.seed + comm.rank, mindspore_only=True)
+    # order, sharded by rank); the model is built with the same initial weights on every rank and
+    # its own dropout masks on each (as nanoGPT offsets its seed): runtime.seed_model. Ranks check
+    # that their weights are rank 0's, and copy only a parameter that is not (none, usually).
+    runtime.seed_model(cfg.seed, comm.rank)
     model = task.build_model(cfg, data.meta, comm)
     distributed.copy_from_rank_0(model.network, comm)
     # A resume that changes the run's length stretches the rest of its schedule from where it is.
@@ -202,7 +206,7 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
     model.loss.set_train(True)
     run = Run(cfg, task, comm, device, data, batches, model.network, optimizer, schedule, step_fn, total_steps,
               per_epoch, ema=build_ema(model.network, cfg.train.ema), state=State(total_steps=total_steps),
-              resumed_from=resume_path)
+              resumed_from=resume_path, read_every_step=runtime.reads_every_step(cfg, device))
 
     if meta is not None and is_finished(meta["state"], total_steps):  # fit says so and returns: nothing changes
         run.run_dir, run.finished = resume_path.parent, meta["state"]
@@ -229,6 +233,15 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
 
 
 # -- how the loop does what it does ----------------------------------------------------------
+def read_outputs(run: Run) -> None:
+    """The steps' outputs still on the device, read into the state: each micro-step's loss (for the
+    next log row) and whether its update was applied (``skipped_steps``)."""
+    for loss, finite in run.pending:
+        run.state.skipped_steps += not bool(finite.asnumpy())  # the flag first: reading it waits for the step
+        run.state.unlogged.append(float(loss.asnumpy()))
+    run.pending.clear()
+
+
 def log_row(run: Run, losses: list, tick: float) -> dict[str, Any]:
     """The log row of the steps since the last one: mean loss (over ranks), lr, throughput."""
     steps = len(losses) / run.cfg.train.grad_accum_steps
@@ -243,6 +256,7 @@ def log_row(run: Run, losses: list, tick: float) -> dict[str, Any]:
 def evaluate(run: Run, hook: Hooks) -> dict[str, float]:
     """Score the model (every rank the same one), then ``best.ckpt`` if it improved and ``last.ckpt``;
     ``train.early_stop_patience`` evaluations without a new best stop the run."""
+    read_outputs(run)  # callbacks and the saved state see every step so far
     sync_running_stats(run)
     run.network.set_train(False)
     with run.ema.applied():  # train.ema: the average is what is scored
@@ -269,6 +283,7 @@ def evaluate(run: Run, hook: Hooks) -> dict[str, float]:
 def save(run: Run, name: str, keep_step_copy: bool = False) -> None:
     """Write ``name`` in the run folder (rank 0; every rank averages the running statistics first).
     ``keep_step_copy``: also ``step-<N>.ckpt``, keeping the newest ``train.keep_last``."""
+    read_outputs(run)  # the saved state: every step's loss and skip so far
     sync_running_stats(run)
     if not run.comm.is_main:
         return

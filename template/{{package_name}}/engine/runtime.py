@@ -69,15 +69,29 @@ def setup(cfg: Config, device_id: int = 0) -> str:
     return device
 
 
-def seed_everything(seed: int, mindspore_only: bool = False) -> None:
-    """Python's, NumPy's and MindSpore's generators (only MindSpore's: initial weights and the
-    seeds of dropout kernels, fixed when a network is built)."""
+def reads_every_step(cfg: Config, device: str) -> bool:
+    """``runtime.host_sync`` for ``device``: read each step's outputs at once (CPU: measured faster, the
+    host stays in step) or leave them on the device until the loop needs them (GPU/Ascend: no wait)."""
+    return cfg.runtime.host_sync == "step" or (cfg.runtime.host_sync == "auto" and device == "CPU")
+
+
+def seed_everything(seed: int) -> None:
+    """Python's, NumPy's and MindSpore's generators."""
     import mindspore as ms
 
-    if not mindspore_only:
-        random.seed(seed)
-        np.random.seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
     ms.set_seed(seed)
+
+
+def seed_model(seed: int, rank: int) -> None:
+    """The seeds a network is built under: MindSpore's at ``seed + rank`` (its dropout kernels fix
+    their seeds from it when built: each rank draws its own masks), then NumPy's at ``seed``, the
+    generator MindSpore's weight initializers draw from: every rank builds the same initial weights."""
+    import mindspore as ms
+
+    ms.set_seed(seed + rank)  # (it seeds NumPy's generator too: set again below)
+    np.random.seed(seed)
 
 
 def visible(device: str) -> str | None:

@@ -60,6 +60,11 @@ class Runtime(Section):
     # float32 sums; as torch.set_float32_matmul_precision("high")), "highest" keeps full float32.
     # CPU: no effect.
     matmul_precision: Literal["highest", "high"] = "high"
+    # When the host reads each micro-step's loss and overflow flag: "step" at once (on CPU the faster:
+    # compiled steps queued unread left the threads busy-waiting, 3-20x slower), "log" only when the loop needs
+    # them (log rows, saves, evaluations, epoch ends), so an accelerator runs steps ahead of the host;
+    # auto: step on CPU, log on GPU/Ascend. Both train, log and count skipped steps identically.
+    host_sync: Literal["auto", "step", "log"] = "auto"
 
 
 class Train(Section):
