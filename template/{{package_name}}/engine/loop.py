@@ -13,7 +13,7 @@ import logging
 import signal
 import time
 import warnings
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -107,7 +107,7 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
     # -- the loop: epochs of optimizer steps of k micro-steps ----------------------------
     # Signals are caught until the last file is written (one during the final evaluation and save
     # lets them finish: the run is then complete); rank 0 holds its lock on the run folder.
-    with StopSignals() as signals, run_lock(run):
+    with StopSignals() as signals, run.lock or nullcontext():  # (the lock's file closes at the end)
         while state.step < run.total_steps and not run.stop_requested and stop_signal is None:
             batches = run.batches.epoch(state.epoch, start=state.batch)
             while state.batch // k < run.steps_per_epoch and state.step < run.total_steps:
@@ -298,17 +298,6 @@ def save(run: Run, name: str, keep_step_copy: bool = False) -> None:
     if keep_step_copy and keep:
         for old in sorted(run.run_dir.glob("step-*.ckpt"))[:-keep]:
             old.unlink()
-
-
-@contextmanager
-def run_lock(run: Run):
-    """Release rank 0's lock on the run folder (taken in ``setup``) when ``fit`` ends, however it ends."""
-    try:
-        yield
-    finally:
-        if run.lock is not None:
-            run.lock.close()
-            run.lock = None
 
 
 def sync_running_stats(run: Run) -> None:
