@@ -76,12 +76,12 @@ def test_an_update_stopped_by_a_signal_leaves_the_project_as_it_was(tmp_path, te
 
     from typer.testing import CliRunner
 
-    from msscaffold import generate
+    from msscaffold import update
     from msscaffold.cli import app
 
     project = generated(tmp_path, template, -1)
     before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
-    monkeypatch.setattr(generate, "follow_moves", lambda *args: os.kill(os.getpid(), signal.SIGTERM))
+    monkeypatch.setattr(update, "follow_moves", lambda *args: os.kill(os.getpid(), signal.SIGTERM))
     result = CliRunner().invoke(app, ["update", str(project)])
     assert result.exit_code == 130, result.output
     after = {p: p.read_bytes() for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
