@@ -107,12 +107,12 @@ SHARED_TESTS = {
     "tests/test_engine.py::test_new_run_never_clobbers_an_existing_run": ENGINE_ONCE,
     # the loss scaler (a scale of 1e30 overflows whatever the network) and the optimizers and
     # clipping on an nn.Dense against PyTorch's algorithms: engine code
-    "tests/test_engine.py::test_overflowed_fp16_step_is_skipped_and_scale_halves": ENGINE_ONCE,
-    "tests/test_engine.py::test_every_optimizer_steps_as_torch_eager_and_compiled": ENGINE_ONCE,
-    "tests/test_engine.py::test_gradient_clipping_is_torchs_clip_grad_norm": ENGINE_ONCE,
-    "tests/test_engine.py::test_adamw_is_decoupled_decay_then_adam": ENGINE_ONCE,
+    "tests/test_precision.py::test_overflowed_fp16_step_is_skipped_and_scale_halves": ENGINE_ONCE,
+    "tests/test_optimizers.py::test_every_optimizer_steps_as_torch_eager_and_compiled": ENGINE_ONCE,
+    "tests/test_optimizers.py::test_gradient_clipping_is_torchs_clip_grad_norm": ENGINE_ONCE,
+    "tests/test_optimizers.py::test_adamw_is_decoupled_decay_then_adam": ENGINE_ONCE,
     # the loop's deferred reads (runtime.host_sync) and the start-up copy from rank 0: engine code
-    "tests/test_engine.py::test_reading_outputs_when_needed_equals_reading_every_step": ENGINE_ONCE,
+    "tests/test_precision.py::test_reading_outputs_when_needed_equals_reading_every_step": ENGINE_ONCE,
     "tests/test_distributed.py::test_a_parameter_that_differs_on_a_rank_is_copied_from_rank_0": ENGINE_ONCE,
     # resnet34 is resnet18's BasicBlock code at another depth: this repository trains resnet18 and
     # resnet50 (Bottleneck) in both tasks and exports both as image towers, not resnet34 twice more
