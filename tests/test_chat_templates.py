@@ -200,6 +200,17 @@ EOS = {
 }
 
 
+def transformers_ids_and_mask(reference, conversation, published: str, marked: str) -> tuple[list, list]:
+    """transformers' ids of ``conversation`` under the published template, and its assistant_masks
+    under the same template marked with {% generation %}, which must not change the ids."""
+    ids = reference.apply_chat_template(conversation, chat_template=published, tokenize=True,
+                                        return_dict=True)["input_ids"]
+    want = reference.apply_chat_template(conversation, chat_template=marked, tokenize=True, return_dict=True,
+                                         return_assistant_tokens_mask=True)
+    assert want["input_ids"] == ids  # the marks change nothing else
+    return list(ids), list(want["assistant_masks"])
+
+
 def test_chat_ids_and_masks_are_transformers_for_every_template_family(tmp_path):
     project = generate(tmp_path, "nlp", name="chat", git=False)
     cases, references = {}, {}
@@ -221,18 +232,7 @@ def test_chat_ids_and_masks_are_transformers_for_every_template_family(tmp_path)
         reference = transformers.PreTrainedTokenizerFast(tokenizer_file=cases[name]["tokenizer"])
         references[name] = []
         for conversation in CONVERSATIONS:
-            ids = reference.apply_chat_template(
-                conversation, chat_template=published, tokenize=True, return_dict=True
-            )["input_ids"]
-            marked_ids = reference.apply_chat_template(
-                conversation,
-                chat_template=generation,
-                tokenize=True,
-                return_dict=True,
-                return_assistant_tokens_mask=True,
-            )
-            assert marked_ids["input_ids"] == ids  # the marks change nothing else
-            references[name].append([list(ids), list(marked_ids["assistant_masks"])])
+            references[name].append(transformers_ids_and_mask(reference, conversation, published, generation))
     ours = run_ours(tmp_path, project, cases)
     for name in TEMPLATES:
         for (our_ids, our_mask), (ids, mask) in zip(ours[name], references[name], strict=True):
@@ -342,18 +342,9 @@ def test_qwen3_reasoning_trains_as_its_own_template_renders_it(tmp_path):
     ours = run_ours(tmp_path, project, cases)
     think = reference.convert_tokens_to_ids("<think>")
     for conversation, (our_ids, our_mask) in zip(REASONING, ours["qwen3"], strict=True):
-        ids = reference.apply_chat_template(
-            conversation, chat_template=published, tokenize=True, return_dict=True
-        )["input_ids"]
-        want = reference.apply_chat_template(
-            conversation,
-            chat_template=marked,
-            tokenize=True,
-            return_dict=True,
-            return_assistant_tokens_mask=True,
-        )
-        assert want["input_ids"] == ids and our_ids == ids
-        assert our_mask == list(want["assistant_masks"])
+        ids, mask = transformers_ids_and_mask(reference, conversation, published, marked)
+        assert our_ids == ids
+        assert our_mask == mask
         last = len(ids) - 1 - ids[::-1].index(reference.convert_tokens_to_ids("<|im_end|>"))
         assert our_mask[last] == 1  # the end of the final turn trains
         if think in ids:  # the final answer's think block trains (rendered for the last turn only)
