@@ -3,18 +3,23 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
+import jinja2
+
 import yaml
 from copier import Settings, run_update
+from pathspec import PathSpec
 
 from msscaffold.errors import MsscaffoldError
 from msscaffold.generate import ANSWERS_FILE, _copier_call, _one_line
 from msscaffold.gitcmd import git, toplevel
 from msscaffold.moves import follow_moves
 from msscaffold.rollback import rolled_back
-from msscaffold.source import TemplateSource, check_commit, check_no_nested_repo, copier_config, for_update
+from msscaffold.source import (TemplateSource, check_commit, check_no_nested_repo, copier_config, for_update,
+                               read_text)
 from msscaffold.tasks import features as task_features
 from msscaffold.tasks import parse_features
 
@@ -56,7 +61,7 @@ def update_project(
         _copier_call(
             run_update,
             path,
-            data=_kept_features(source, answers),
+            data=_kept_features(source, answers, top, path),
             vcs_ref=source.ref,
             settings=Settings(),
             defaults=not interactive,
@@ -70,22 +75,47 @@ def update_project(
     return sorted({*(f for f in find_conflicts(path) if f not in described), *moved})
 
 
-def _kept_features(source: TemplateSource, answers: dict) -> dict:
-    """A feature the project's own release did not offer was core there (e.g. 0.14.0's ResNets, before
-    the ``archs`` feature): the update adds it to the ``features`` answer, so none of its files is removed."""
+def _kept_features(source: TemplateSource, answers: dict, top: Path, path: Path) -> dict:
+    """The ``features`` answer an update keeps everything with. A feature the project's release did
+    not offer was core there (0.14.0's ResNets, now ``archs``): it joins. So does a feature since
+    widened, when the project has a file the new release leaves out unless it is chosen (``engine/ema.py``,
+    core in 0.14.0, now in ``recipes``; of several that bring it, the one leaving out fewest others)."""
     had = answers.get("features")
     if not isinstance(had, list) or source.path is None:  # no answer: every feature (features.jinja)
         return {}
     task = str(answers.get("task", ""))
+    offered = [f.name for f in task_features(copier_config(source), task)]
     old = copier_config(TemplateSource(source.src, str(answers["_commit"]), "custom"))
-    new = copier_config(source)
-    if old is None or new is None:
-        return {}
-    known = {f.name for f in task_features(old, task)}
-    offered = [f.name for f in task_features(new, task)]
-    if not set(offered) - known:
-        return {}
-    return {"features": [name for name in offered if name in had or name not in known]}
+    known = {f.name for f in task_features(old, task)} if old is not None else set(offered)
+    render = excluded_by(source, answers)
+    files = [str((top / f).relative_to(path)) for f in git("ls-files", "-z", cwd=top).split("\0") if f
+             and (top / f).resolve().is_relative_to(path.resolve())]
+    chosen = [name for name in offered if name in had or name not in known]
+    while lost := {f for f in files if render(chosen).match_file(f)}:
+        gains = {name: (len(lost - {f for f in lost if render([*chosen, name]).match_file(f)}),
+                        -len(render(chosen).patterns) + len(render([*chosen, name]).patterns))
+                 for name in offered if name not in chosen}
+        best = max(gains, key=gains.get, default=None)
+        if best is None or gains[best][0] == 0:
+            break  # files no feature brings (e.g. a user's own file on a template pattern)
+        chosen = [name for name in offered if name in (*chosen, best)]
+    return {"features": chosen} if chosen != had else {}
+
+
+def excluded_by(source: TemplateSource, answers: dict):
+    """``features -> PathSpec`` of the files the template at ``source`` leaves out of a project of
+    ``answers`` with those features (its ``_partials/features.jinja``, as Copier's ``_exclude``)."""
+    env = jinja2.Environment(loader=jinja2.FunctionLoader(lambda name: read_text(source, name)))
+    facts = env.from_string("{% import 'template/_partials/' ~ task ~ '/config.jinja' as t %}{{ t.weights_script }}")
+    context = {**answers, "weights_script": facts.render(task=answers.get("task"))}
+    features_jinja = env.from_string("{% include 'template/_partials/features.jinja' ignore missing %}")
+
+    @functools.cache
+    def spec(features: tuple[str, ...]) -> PathSpec:
+        lines = features_jinja.render({**context, "features": list(features)}).splitlines()
+        return PathSpec.from_lines("gitignore", [line.strip() for line in lines if line.strip()])
+
+    return lambda features: spec(tuple(features))
 
 
 def _restore(top: Path, head: str) -> None:
