@@ -292,3 +292,33 @@ def test_a_0_14_0_project_keeps_what_later_became_features(tmp_path):
     now = {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
     assert had - now == set(), sorted(had - now)[:10]
     assert read_answers(project)["features"] == ["onnx", "loggers", "archs", "recipes"]
+
+
+# The landed commit of 0.14.0's features work: EMA (engine/ema.py) and `python -m <pkg> check`
+# were core there, `recipes` (vision's augment and mixing) already a feature.
+EMA_CORE = "efc3d1f"
+
+
+@pytest.mark.slow
+def test_a_feature_since_widened_joins_when_the_project_has_its_files(tmp_path):
+    """A lean vision project of a commit where engine/ema.py was core (and `recipes` already a
+    feature, which the project did not choose) updates with every file it had: `recipes`, which
+    holds ema.py now, joins its answer because the project has the file; `check` and `folders`,
+    new names, join as features its release did not offer."""
+    from msscaffold import generate as _generate
+    from msscaffold import update as _update
+    from msscaffold.source import TemplateSource
+
+    clone, project = tmp_path / "clone", tmp_path / "proj"
+    git("clone", "-q", "--no-tags", str(REPO), str(clone), cwd=tmp_path)
+    commit = git("rev-parse", EMA_CORE, cwd=clone).strip()
+    _generate.new_project(project, source=TemplateSource(str(clone), commit, "custom"),
+                          data={"task": "vision", "project_name": "proj", "features": []}, init_git=True)
+    had = set(git("ls-files", cwd=project).split())
+    assert {"proj/engine/ema.py", "proj/check.py", "proj/images/files.py"} <= had
+    assert "proj/tasks/vision/recipes.py" not in had
+    head = git("rev-parse", "HEAD", cwd=clone).strip()
+    assert _update.update_project(project, vcs_ref=head) == []
+    now = {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
+    assert had - now == set(), sorted(had - now)[:10]
+    assert {"recipes", "check", "folders"} <= set(read_answers(project)["features"])
