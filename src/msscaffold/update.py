@@ -88,8 +88,9 @@ def _kept_features(source: TemplateSource, answers: dict, top: Path, path: Path)
     old = copier_config(TemplateSource(source.src, str(answers["_commit"]), "custom"))
     known = {f.name for f in task_features(old, task)} if old is not None else set(offered)
     render = excluded_by(source, answers)
-    files = [str((top / f).relative_to(path)) for f in git("ls-files", "-z", cwd=top).split("\0") if f
-             and (top / f).resolve().is_relative_to(path.resolve())]
+    root, tracked = Path(top).resolve(), git("ls-files", "-z", cwd=top).split("\0")
+    files = [str(f.relative_to(path.resolve())) for f in (root / name for name in tracked if name)
+             if f.is_relative_to(path.resolve())]
     chosen = [name for name in offered if name in had or name not in known]
     while lost := {f for f in files if render(chosen).match_file(f)}:
         gains = {name: (len(lost - {f for f in lost if render([*chosen, name]).match_file(f)}),
