@@ -1,10 +1,5 @@
-"""MINDIR export with a dynamic batch axis and a reload check against the live network, ONNX
-export checked by onnxruntime (``onnx.py``), and a ``<name>.json`` beside each network with what
-inference needs (``spec.py``).
-
-Every file of a network is written into a hidden folder inside ``--out`` first and moved into
-place when all of them are written and checked (as ``torch.save`` users write to a temporary
-name and rename): a failure, a full disk among them, leaves ``--out`` as it was, in one line."""
+"""MINDIR export (dynamic batch axis, reloaded and checked), ONNX (the ``onnx`` feature) and ``<name>.json``
+(``spec.py``). Files are staged in a hidden folder, then moved: a failure leaves ``--out`` as it was."""
 
 from __future__ import annotations
 
@@ -27,9 +22,7 @@ FORMATS = ("mindir", "onnx")
 
 def export_checkpoint(path: str, out_dir: str, overrides: list[str] = (), formats: tuple[str, ...] = ("mindir",),
                       batch: int | None = None, dtype: str = "fp32") -> dict[str, Path]:
-    """Each of the task's networks in each format; ``batch``: ONNX's batch, None for a dynamic one
-    (where the graph allows: onnx.py). A task's folder format (nlp: ``hf``, in ``dtype``) is the
-    whole ``out_dir``, exported alone. Returns ``{"<name>" or "<name>.onnx": path}``."""
+    """Each network in each format (``batch``: ONNX's, None: dynamic), or a task's folder format alone."""
     if batch is not None and batch < 1:
         raise UserError(f"--batch {batch}: expected a positive number of rows")
     if folder := next((f for f in formats if f not in FORMATS), None):
@@ -59,7 +52,6 @@ def export_checkpoint(path: str, out_dir: str, overrides: list[str] = (), format
 
 
 def export_networks(trained, path: str, out: Path, formats: tuple[str, ...], batch: int | None) -> dict[str, Path]:
-    """Each of ``trained``'s networks into ``out``, one staged set of files each."""
     written = {}
     meta = trained.task.deploy_meta(trained.meta, trained.cfg)
     arrays = trained.task.deploy_arrays(trained.meta, trained.cfg)
@@ -92,9 +84,7 @@ def export_networks(trained, path: str, out: Path, formats: tuple[str, ...], bat
 
 @contextmanager
 def staged(out: Path, name: str):
-    """A hidden folder in ``out`` to write ``name``'s files in; when the block ends they are moved
-    into ``out`` (renames: nothing is copied); on any failure it is removed and ``out`` is as it was.
-    A file system error (a full disk, a quota) is one line naming the network and the reason."""
+    """A hidden folder for ``name``'s files, renamed into ``out`` when the block ends; removed on failure."""
     stage = out / f".{name}.partial"
     shutil.rmtree(stage, ignore_errors=True)  # left by an export that was killed
     try:

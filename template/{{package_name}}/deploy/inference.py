@@ -39,7 +39,7 @@ def load_trained(path: str, overrides: list[str] = ()) -> Trained:
         apply_override(given, item)
     saved = build_config(meta["config"], source=f"{path} (saved config)")
     cfg = build_config(raw, source=f"{path} (saved config)")
-    # The code it names (model.arch: my_code:MyCNN): only what your own config files or --set name.
+    # The code it names (model.arch: my_code:MyCNN) must be named by your config files or --set.
     untrusted(flatten(cfg.to_dict()), named_in_project(flatten(given)), path)
     runtime.setup(cfg)
     task = get_task(cfg.task)

@@ -1,19 +1,5 @@
-"""``<name>.json`` beside each exported network: what serving it needs, in either format.
-
-    {"format": 2, "task": "vision", "checkpoint": "runs/<run>/best.ckpt",
-     "mindir": "classifier.mindir", ("arrays": "<name>.npz": what serving needs beyond JSON)
-     "onnx": {"file": "classifier.onnx", "batch": null, "opset": 11, "max_abs_diff": 1.8e-07},
-     "inputs": [{"name": "x", "shape": [null, 1, 8, 8], "dtype": "float32"}],
-     "outputs": [{"name": "logits", "shape": [null, 10], "dtype": "float32", "meaning": "logits over meta.classes"}],
-     "meta": {"classes": [...], "mean": 0.33, "std": 0.38, ...}}
-
-``null`` in a shape is the batch axis: any size in the MINDIR graph and, where ``onnx.batch``
-is null, in the ONNX one (else exactly ``onnx.batch`` rows: see onnx.py). Input and output
-names are the graphs' own, in both formats' specs (what a Triton or OpenVINO config names).
-``max_abs_diff`` is what export.py measured between onnxruntime and the network. ``meta`` is the
-task's ``deploy_meta``: the preprocessing statistics, class names, vocabulary or id maps that turn raw input into the
-graph's input and its output into an answer. README.md ("Deploy") shows it in use.
-"""
+"""``<name>.json`` beside each exported network: its files, input and output names, shapes (``null``:
+the batch axis) and meanings, and the task's ``deploy_meta`` (README.md, "Deploy", shows one)."""
 
 from __future__ import annotations
 
@@ -40,8 +26,7 @@ MEANINGS = {
 
 def write_spec(stem: Path, files: dict[str, Any], cell: nn.Cell, inputs: tuple[Tensor, ...],
                outputs: list[np.ndarray], task: str, meta: dict[str, Any], checkpoint: str) -> Path:
-    """``files``: {"mindir": path} and/or {"onnx": {"file": path, ...}}. The formats of an earlier
-    export of the same checkpoint into this folder stay listed."""
+    """``files``: {"mindir": path} and/or {"onnx": {...}}; earlier ones of this checkpoint stay listed."""
     path = stem.with_suffix(".json")
     earlier = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     names, outputs_named = io_names(stem.name, cell, len(outputs))

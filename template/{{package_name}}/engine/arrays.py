@@ -1,6 +1,4 @@
-"""NumPy helpers the tasks share: the held-out split, the evaluation budget, image
-normalisation, compiled and batched inference and a top-k that never builds a queries x keys
-matrix."""
+"""NumPy helpers the tasks share: held-out split, eval budget, normalisation, batched inference, top-k."""
 
 from __future__ import annotations
 
@@ -13,8 +11,7 @@ from mindspore import Tensor, nn
 
 def stratified_split(labels: np.ndarray | None, n: int, eval_fraction: float, seed: int
                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Hold out ``eval_fraction`` of ``n`` examples: per class when labelled (at least one
-    each), else at random. Returns (shuffled train indices, sorted eval indices)."""
+    """(shuffled train, sorted eval) indices, ``eval_fraction`` held out per class (at least one each)."""
     rng = np.random.default_rng(seed)
     groups = [np.arange(n)] if labels is None else [np.flatnonzero(labels == c) for c in np.unique(labels)]
     train, held = [], []
@@ -27,16 +24,13 @@ def stratified_split(labels: np.ndarray | None, n: int, eval_fraction: float, se
 
 
 def budget(n: int, max_examples: int | None, seed: int) -> np.ndarray:
-    """Sorted indices of the ``n`` eval examples an evaluation uses (``eval.max_examples``):
-    all of them, or a subset of ``max_examples`` that depends only on (n, seed), so every
-    evaluation of a run, resumed or not, scores the same examples."""
+    """Sorted eval indices: all, or ``max_examples`` of them fixed by (n, seed): the same every time."""
     if max_examples is None or max_examples >= n:
         return np.arange(n)
     return np.sort(np.random.default_rng([seed, 0xE7A1]).choice(n, max_examples, replace=False))
 
 
 def budget_note(max_examples: int | None, examples: int) -> str:
-    """What an evaluation of ``examples`` examples under ``eval.max_examples`` covered, in words."""
     if max_examples is None:
         return f"eval: all {examples:,} eval examples (eval.max_examples=null)"
     if examples < max_examples:
@@ -45,18 +39,14 @@ def budget_note(max_examples: int | None, examples: int) -> str:
 
 
 def normalise(images: np.ndarray, meta: dict) -> np.ndarray:
-    """Standardise (N, C, H, W) images with the training run's statistics: ``meta["mean"]`` and
-    ``meta["std"]`` are one number, or one per channel (e.g. ImageNet's for imported weights)."""
+    """Standardise (N, C, H, W) images by ``meta``'s mean and std (one number, or one per channel)."""
     mean = np.asarray(meta["mean"], np.float32).reshape(-1, 1, 1)
     std = np.asarray(meta["std"], np.float32).reshape(-1, 1, 1)
     return ((images - mean) / std).astype(np.float32)
 
 
 def compiled(network: nn.Cell, jit: bool = True, head: Callable[[nn.Cell], nn.Cell] | None = None):
-    """The forward of ``network`` (or of ``head(network)``, e.g. a per-token loss around an LM)
-    for evaluation: built and ``ms.jit``-compiled once per network, then reused by every later
-    evaluation (a new ``ms.jit`` of the same method would compile again). Eager when ``jit`` is
-    false (``train.jit: false``)."""
+    """``network``'s (or ``head(network)``'s) forward, compiled once: a new ``ms.jit`` would compile again."""
     cache = network.__dict__.setdefault("_eval_forwards", {})
     if head not in cache:
         cell = head(network) if head else network
@@ -66,9 +56,7 @@ def compiled(network: nn.Cell, jit: bool = True, head: Callable[[nn.Cell], nn.Ce
 
 def predict(cell: nn.Cell, *columns: np.ndarray, batch_size: int = 512, rows: np.ndarray | None = None,
             prepare: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
-    """``cell`` applied in batches to equal-length input arrays (only ``rows`` of them when
-    given), outputs concatenated (float32). ``prepare`` maps each input batch first (e.g.
-    ``normalise``), so no prepared copy of the whole input is made."""
+    """``cell`` over the inputs (their ``rows``, if given) in batches, each ``prepare``d first; float32."""
     n = len(columns[0]) if rows is None else len(rows)
     out = []
     for i in range(0, n, batch_size):
@@ -79,9 +67,7 @@ def predict(cell: nn.Cell, *columns: np.ndarray, batch_size: int = 512, rows: np
 
 
 def top_k(queries: np.ndarray, keys: np.ndarray, k: int, chunk: int = 2048) -> np.ndarray:
-    """Indices of the ``k`` keys with the highest dot product for each query, best first, ties
-    to the lower index: ``np.argsort(-(queries @ keys.T), axis=1, kind="stable")[:, :k]``, but
-    over (chunk, chunk) blocks of scores with a running top-k, so memory stays O(chunk^2)."""
+    """``np.argsort(-(queries @ keys.T), axis=1, kind="stable")[:, :k]`` in O(chunk^2) memory."""
     k = min(k, len(keys))
     first = max(chunk, k)  # the first block of keys fills every row's top k
     result = np.zeros((len(queries), k), np.int64)
@@ -113,8 +99,7 @@ def merge_top_k(best_scores: np.ndarray, best: np.ndarray, rows: np.ndarray, sco
 
 
 def first_k_largest(values: np.ndarray, k: int) -> np.ndarray:
-    """Column positions of each row's ``k`` largest values, largest first, ties to the lower
-    position: ``np.argsort(-values, axis=1, kind="stable")[:, :k]`` without sorting whole rows."""
+    """``np.argsort(-values, axis=1, kind="stable")[:, :k]`` without sorting whole rows."""
     rows, width = values.shape
     if width > k:
         kth = np.partition(values, width - k, axis=1)[:, width - k, None]  # each row's k-th largest

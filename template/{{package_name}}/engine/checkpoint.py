@@ -1,12 +1,5 @@
-"""Self-describing checkpoints: weights, optimizer and loss-scaler state, plus a JSON ``meta``
-(step, epoch, data position, resolved config, task meta, template version).
-
-Resume reads everything from the file, never from its name. Writes are atomic (temp
-file, fsync, rename), so a crash, even a SIGKILL mid-write, never leaves a half-written checkpoint
-behind, and a full disk is one line that says the previous file is kept; every file
-carries CRC checksums that loading verifies, so a corrupted file is refused, not trained on;
-and weights that are not finite are never written.
-"""
+"""Self-describing checkpoints: weights, optimizer and scaler state, and a JSON ``meta`` (progress, config,
+task meta, template version). Writes are atomic (temp file, fsync, rename); loads check CRCs."""
 
 from __future__ import annotations
 
@@ -28,8 +21,7 @@ from .errors import CheckpointError
 
 META_KEY = "msscaffold_meta"
 ANSWERS_FILE = Path(".copier-answers.yml")
-# Derived from the config on every start, so a resumed run may change the schedule length:
-# the optimizer's learning_rate, and with parameter groups of their own rates learning_rate_group_<i>.
+# Rebuilt from the config on every start, so a resumed run may change the schedule's length.
 _NOT_RESTORED = re.compile(r"learning_rate(_group_\d+)?")
 
 
@@ -64,16 +56,12 @@ def save(path: Path, holders: Iterable[Any], meta: dict[str, Any]) -> None:
 
 
 def partial_files(path: Path) -> tuple[Path, Path]:
-    """Where ``path`` is written before the renames (ours, and MindSpore's own of it); one left behind
-    is a write that was cut off (the process killed), and ``path`` beside it the previous checkpoint."""
+    """The temporary files of a write of ``path`` (ours, MindSpore's); one left behind was cut off."""
     return path.with_name(f".{path.stem}.tmp.ckpt"), path.with_name(f".{path.stem}.tmp.tmp")
 
 
 def read(path: str | Path, tasks: Iterable[str] | None = None) -> tuple[dict[str, ms.Parameter], dict[str, Any]]:
-    """Weights and meta of a checkpoint (of one of ``tasks``, when given: e.g. this run's task,
-    or another task whose weights a model starts from). A checkpoint of adapters alone (meta
-    ``adapters_only``, e.g. nlp's ``best-adapters.ckpt``) comes with its base's weights: the
-    checkpoint its config's ``model.pretrained`` names."""
+    """Weights and meta (of one of ``tasks``); adapters alone come with their ``model.pretrained`` base's."""
     path = Path(path)
     if path.is_dir():
         raise CheckpointError(f"checkpoint {path} is a folder; pass a .ckpt file, e.g. {path / 'best.ckpt'}")
@@ -94,7 +82,7 @@ def read(path: str | Path, tasks: Iterable[str] | None = None) -> tuple[dict[str
 
 
 def read_meta(path: str | Path, tasks: Iterable[str] | None = None) -> dict[str, Any]:
-    """The meta of a checkpoint alone (its weights are not read): e.g. the config it was trained with."""
+    """The meta of a checkpoint, without reading its weights."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist" + (" (a folder)" if path.is_dir() else ""))

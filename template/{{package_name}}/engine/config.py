@@ -1,15 +1,5 @@
-"""Load a run configuration: YAML files + ``--set a.b=c`` overrides, validated up front.
-
-``train.py --config config/experiments/quick.yaml`` layers an experiment over
-``config/config.yaml``: sections merge key by key, later files win, ``--set`` wins over all.
-
-The schema lives in ``engine/schema.py`` (shared sections) and in each task's
-``config.py`` (its ``data`` and ``model`` sections and cross-section checks); the caller
-says which schema a config's ``task:`` key selects (``tasks.load_config`` passes the task
-registry's). Everything is checked before
-MindSpore does any work, and every error names the key (and the closest valid key for a
-typo). This module never imports MindSpore.
-"""
+"""Load a run configuration: YAML files merged key by key, then ``--set a.b=c`` overrides, validated
+before MindSpore is imported; every error names the key (and the closest valid one for a typo)."""
 
 from __future__ import annotations
 
@@ -34,13 +24,12 @@ class DuplicateKey(yaml.YAMLError):
 
 
 class _Loader(yaml.SafeLoader):
-    """YAML with YAML 1.2 floats: ``3e-4`` is a number (PyYAML's 1.1 rules read it as text), and
-    a key given twice in one mapping refused, naming both lines (PyYAML keeps the last one)."""
+    """YAML 1.2 floats (``3e-4`` is a number, not text) and a key given twice refused."""
 
     def construct_mapping(self, node, deep=False):
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *base``: a merge, its keys may be overridden
+            if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *base``: its keys may be overridden
                 continue
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
@@ -65,8 +54,7 @@ Schemas = Callable[[object], type[Config]]  # the ``task:`` value -> that task's
 
 
 def load_config(paths: str | Path | Sequence[str | Path], overrides: Sequence[str], schemas: Schemas) -> Config:
-    """Read the YAML file(s), each layered over the ones before it, apply ``key.path=value``
-    overrides last, and validate everything. An error names the file (or ``--set``) that set the key."""
+    """Layer the YAML files, then the overrides, and validate; errors name the file that set the key."""
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     layers = [(str(path), read_yaml(Path(path))) for path in paths]
     command_line: dict[str, Any] = {}
@@ -86,8 +74,7 @@ MAX_STEPS = 10_000_000  # optimizer steps of one run (days at 10 ms a step); its
 
 
 def check_run_length(cfg: Config, total_steps: int, steps_per_epoch: int) -> int:
-    """``total_steps``, refused past ``MAX_STEPS`` naming the key that asked for them (the schedule
-    holds a rate per step: ``optim.lr_schedule``)."""
+    """``total_steps``, refused past ``MAX_STEPS`` naming the key that asked for them."""
     if total_steps > MAX_STEPS:
         given = (f"train.max_steps={cfg.train.max_steps}" if cfg.train.max_steps else
                  f"train.epochs={cfg.train.epochs} ({steps_per_epoch:,} optimizer steps each)")
@@ -114,8 +101,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 
 def merge(base: dict[str, Any], layer: dict[str, Any]) -> None:
-    """Layer ``layer`` over ``base`` in place: sections merge key by key, other values replace (a
-    ``*kwargs`` mapping too: the arguments of the class a layer names, never mixed with another's)."""
+    """Merge ``layer`` into ``base`` key by key; other values, ``*kwargs`` mappings too, replace."""
     for key, value in layer.items():
         if isinstance(value, dict) and isinstance(base.get(key), dict) and not key.endswith("kwargs"):
             merge(base[key], value)
@@ -125,9 +111,7 @@ def merge(base: dict[str, Any], layer: dict[str, Any]) -> None:
 
 def build_config(raw: dict[str, Any], schemas: Schemas | type[Config],
                  source: str | Callable[[tuple], str] = "config") -> Config:
-    """Validate a plain dict (e.g. a checkpoint's saved config) against its task's schema (a
-    class, or ``schemas`` of its ``task:``). ``source`` names where it came from, or maps the
-    failing key's location to that name."""
+    """Validate a plain dict (e.g. a checkpoint's config); ``source``: its origin, or loc -> origin."""
     schema = schemas if isinstance(schemas, type) else schemas(raw.get("task"))
     try:
         return schema.model_validate(raw)
@@ -155,8 +139,7 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
 
 
 def _source(loc: tuple, layers: list[tuple[str, dict[str, Any]]]) -> str:
-    """The last layer that sets the key at ``loc`` (all the files when none does: a missing key,
-    a check across sections)."""
+    """The last layer that sets the key at ``loc`` (none does: all the files)."""
     for name, layer in reversed(layers if loc else []):
         if _sets(layer, loc):
             return name
@@ -213,14 +196,13 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def named_in_project(*configs: dict[str, Any]) -> set[str]:
-    """The code your own config files name (config/config.yaml, config/experiments/), and ``configs``
-    (flattened: e.g. the run's own, with its ``--set``)."""
+    """The code named by the project's config files and by the flattened ``configs``."""
     found = set()
     for path in [Path(DEFAULT_CONFIG), *sorted(Path(DEFAULT_CONFIG).parent.glob("experiments/**/*.yaml"))]:
         try:
             tree = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue  # not there or unreadable: it names nothing (loading it says why, where it matters)
+            continue  # unreadable: it names nothing (loading it says why, where it matters)
         if isinstance(tree, dict):
             found |= set(named_code(flatten(tree)).values())
     for flat in configs:

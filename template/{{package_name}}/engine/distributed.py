@@ -3,9 +3,7 @@
     msrun --worker_num=2 --local_worker_num=2 --master_port=8118 --join=True train.py
     bash scripts/run_distributed.sh 2          # the same, via the wrapper
 
-Each rank sees its own shard of every epoch, gradients are averaged once per optimizer
-step, and only rank 0 writes checkpoints, logs and plots.
-"""
+Each rank trains on its own shard; gradients are averaged once per optimizer step; rank 0 writes."""
 
 from __future__ import annotations
 
@@ -22,12 +20,9 @@ from .task import Comm
 
 log = logging.getLogger(__name__)
 
-# How each launcher MindSpore supports announces itself: msrun (dynamic cluster), OpenMPI,
-# a rank table (Ascend).
 _LAUNCHERS = {"MS_ROLE": "msrun", "OMPI_COMM_WORLD_SIZE": "mpirun", "RANK_TABLE_FILE": "rank table"}
 # Multi-process launchers MindSpore does not join up: each process would train alone.
 _FOREIGN = ("WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE")
-# The process's index on its machine (its device id): msrun sets DEVICE_ID, OpenMPI its local rank.
 _LOCAL_RANK = ("DEVICE_ID", "OMPI_COMM_WORLD_LOCAL_RANK")
 
 
@@ -59,7 +54,6 @@ def init() -> Comm:
 
 
 def grad_reducer(parameters, comm: Comm):
-    """All-reduce (mean) of gradients across ranks; identity for a single process."""
     if comm.size == 1:
         return identity
     return nn.DistributedGradReducer(parameters, mean=True)
@@ -85,24 +79,19 @@ def identity(x):  # a def, not a lambda: it is called inside the jit-compiled st
 
 
 def any_rank(flag: bool, comm: Comm) -> bool:
-    """True on every rank when ``flag`` is true on any (one rank caught SIGTERM, or a callback
-    decided to stop on what it saw): ranks that stop alone leave the others in the next all-reduce."""
+    """True on every rank when ``flag`` is on any: a rank that stops alone leaves the others hanging."""
     return flag if comm.size == 1 else bool(_sum(np.array([float(flag)]))[0] > 0)
 
 
 def mean(value: float, comm: Comm) -> float:
-    """The mean of ``value`` over ranks (e.g. the logged loss: each rank saw its own batches)."""
     return value if comm.size == 1 else float(_sum(np.array([value], np.float64))[0] / comm.size)
 
 
-# BatchNorm's running statistics: parameters the optimizer never sees, so the gradient
-# all-reduce leaves them rank-local.
-RUNNING_STATS = ("moving_mean", "moving_variance")
+RUNNING_STATS = ("moving_mean", "moving_variance")  # BatchNorm's: the gradient all-reduce leaves them alone
 
 
 def average_running_stats(network: nn.Cell, comm: Comm) -> None:
-    """Average BatchNorm running statistics over ranks (as timm's ``distribute_bn``), so every
-    rank evaluates, compares and saves one and the same model. Called on every rank."""
+    """Average BatchNorm running statistics over ranks (timm's ``distribute_bn``); called on every rank."""
     stats = [p for p in network.get_parameters() if p.name.rsplit(".", 1)[-1] in RUNNING_STATS]
     if comm.size == 1 or not stats:
         return
@@ -115,10 +104,7 @@ def average_running_stats(network: nn.Cell, comm: Comm) -> None:
 
 
 def copy_from_rank_0(network: nn.Cell, comm: Comm) -> int:
-    """Every rank gets rank 0's parameters; returns how many were copied. Ranks build the same
-    initial weights (runtime.seed_model): an all-reduce of a 64-bit hash per parameter shows which
-    (if any) differ on some rank, and only those are copied, one at a time in float32: start-up
-    never holds a second copy of the model (a 100 M model's all-reduced copy cost 3 x 400 MB)."""
+    """Copy rank 0's parameters whose hash differs on some rank, one at a time; returns how many."""
     if comm.size == 1:
         return 0
     params = list(network.get_parameters())

@@ -1,5 +1,4 @@
-"""Optimizers (built from optim.*, ``optimizers.py`` has the two written here) and learning-rate
-schedules, both counted in optimizer steps."""
+"""The optimizer (optim.*) and the learning-rate schedule, counted in optimizer steps."""
 
 from __future__ import annotations
 
@@ -21,10 +20,7 @@ def warmup_steps(cfg: Optim, total_steps: int) -> int:
 
 
 def lr_schedule(cfg: Optim, total_steps: int, stretches: list = ()) -> np.ndarray:
-    """Learning rate for each optimizer step: linear warmup, then constant/step/cosine.
-    ``stretches``: ``[step, total before, total after]`` for each resume that changed the run's
-    length: from that step on, the rest of the schedule as it was is spread over the new length
-    (the rate goes on from where it was, and still ends where it would have)."""
+    """Each step's rate: warmup, then constant/step/cosine, stretched per resume ``[step, before, after]``."""
     steps = np.arange(total_steps + 1, dtype=np.float64)  # +1: the last step reads index total
     for start, before, after in reversed(stretches):  # each step -> its place in the schedule as planned
         steps = np.where(steps > start, start + (steps - start) * (before - start) / max(after - start, 1), steps)
@@ -59,11 +55,8 @@ def your_schedule(spec: str, steps: np.ndarray, total_steps: int) -> np.ndarray:
 def build_optimizer(cfg: Optim, params: list[ms.Parameter], schedule: np.ndarray,
                     lr_scales: dict[str, float] | None = None, no_decay: tuple[str, ...] = (),
                     builtins: dict | None = None) -> nn.Optimizer:
-    """The optimizer of ``params``; ``lr_scales`` (Parameter.name -> factor, ``layer_scales``) gives
-    each parameter ``schedule`` times its factor (optim.layer_decay); ``no_decay`` (``Model.no_decay``)
-    names parameters left undecayed besides the vectors. ``builtins``: a task's own optimizers
-    (``Task.optimizers``: name -> fn(groups, lr)); optim.name as module:Class: yours, called as
-    ``Class(groups, learning_rate=lr, weight_decay=optim.weight_decay, **optim.kwargs)``."""
+    """The optimizer of ``params`` (``lr_scales``: ``layer_scales``; ``builtins``: ``Task.optimizers``);
+    yours is ``Class(groups, learning_rate=, weight_decay=, **optim.kwargs)``."""
     lr = ms.Tensor(schedule)
     decayed = {p.name for p in params if decays(p, no_decay)}
     if seams.is_spec(cfg.name):
@@ -88,8 +81,7 @@ def build_optimizer(cfg: Optim, params: list[ms.Parameter], schedule: np.ndarray
 
 
 def decays(p: ms.Parameter, no_decay: tuple[str, ...] = ()) -> bool:
-    """Weight decay on matrices and embeddings, not on biases or normalisation scales (as nanoGPT),
-    nor on the parameters a model names in ``no_decay`` (as timm)."""
+    """Decay matrices and embeddings, not vectors (nanoGPT) nor a model's ``no_decay`` names (timm)."""
     return p.ndim >= 2 and p.name.rsplit(".", 1)[-1] not in no_decay
 
 
@@ -129,6 +121,5 @@ def layer_scales(cfg: Optim, model, task: str) -> dict[str, float] | None:
 
 
 def current_lr(optimizer: nn.Optimizer, schedule: np.ndarray) -> float:
-    """The learning rate the next optimizer step will use (skipped overflow steps count too); with
-    optim.layer_decay, the head's (the other layers' are this times their factor)."""
+    """The next optimizer step's learning rate (with optim.layer_decay: the head's)."""
     return float(schedule[min(int(optimizer.global_step.asnumpy().item()), len(schedule) - 1)])

@@ -1,6 +1,4 @@
-"""Two optimizers as PyTorch computes them, where MindSpore's own differ: ``AdamW`` (decoupled
-weight decay with bias correction) and ``Momentum`` (torch's SGD momentum and Nesterov).
-``optim.py`` builds them from ``optim.name``; tests compare both with PyTorch."""
+"""``AdamW`` and ``Momentum`` as PyTorch computes them, where MindSpore's own differ (tested)."""
 
 from __future__ import annotations
 
@@ -9,9 +7,7 @@ from mindspore import nn, ops
 
 
 class AdamW(nn.Adam):
-    """Adam with decoupled weight decay, as ``torch.optim.AdamW``: p <- p * (1 - lr * wd),
-    then the bias-corrected Adam update. (``nn.AdamWeightDecay`` skips bias correction.)
-    With per-group rates each parameter decays with its own group's lr."""
+    """``torch.optim.AdamW``: p <- p * (1 - lr * wd), then bias-corrected Adam (unlike AdamWeightDecay)."""
 
     def __init__(self, params, learning_rate, decay_params, weight_decay: float):
         super().__init__(params, learning_rate=learning_rate)
@@ -20,8 +16,7 @@ class AdamW(nn.Adam):
         self.decay_index = tuple(names.index(p.name) for p in decay_params)  # into get_lr()'s per-parameter rates
         self.decoupled_wd = weight_decay
 
-    # Compiled as a whole, also under train.jit: false: nn.Adam's construct is a jit function, and
-    # called eagerly from here it would compile (and run) this whole override, decaying twice.
+    # Compiled even under train.jit: false: nn.Adam's jit construct called eagerly would decay twice.
     @ms.jit
     def construct(self, gradients):
         lr = self.get_lr()  # this step's rate(s) (Adam's construct then advances global_step)
@@ -33,9 +28,7 @@ class AdamW(nn.Adam):
 
 
 class Momentum(nn.Optimizer):
-    """SGD with momentum as ``torch.optim.SGD``: buf <- m * buf + g, then p <- p - lr * buf (``nesterov``:
-    p - lr * (g + m * buf)). ``nn.Momentum`` is deprecated (and its CPU kernel ignored use_nesterov); its
-    state names stay (``moments.*``, ``momentum``), so checkpoints load either way."""
+    """``torch.optim.SGD`` momentum, replacing the deprecated ``nn.Momentum`` (same state names)."""
 
     def __init__(self, params, learning_rate, momentum: float, nesterov: bool = False):
         super().__init__(learning_rate, params)

@@ -1,6 +1,4 @@
-"""What callbacks see of a run: ``Progress``, a read-only view of the loop's ``Run`` (plus
-``stop()``), and ``Hooks``, which calls a hook on every callback and makes a stop any rank's
-callback asked for every rank's."""
+"""What callbacks see of a run: ``Progress``, a read-only view of the loop's ``Run``, and ``Hooks``."""
 
 from __future__ import annotations
 
@@ -10,7 +8,7 @@ from . import distributed
 
 
 class Hooks:
-    """Calls a hook on every callback; a stop any rank's callback asked for is every rank's."""
+    """Calls a hook on every callback; a stop one rank asked for is every rank's."""
 
     def __init__(self, run, callbacks: list, progress: Progress):  # run: loop.Run
         self.run, self.callbacks, self.progress = run, callbacks, progress

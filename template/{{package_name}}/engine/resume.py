@@ -1,22 +1,5 @@
-"""Resume is a continuation: the run goes on with its own saved config, in its own folder.
-
-- The config comes from the checkpoint. ``--set`` may change only what is safe mid-run
-  (``SAFE_ON_RESUME``); anything else is refused, naming the key.
-- ``train.callbacks`` is code to import: it comes from the current config, never from the file
-  (a checkpoint is data; its CRC is a checksum, not a signature). Your code the saved config
-  names elsewhere (``model.arch: my_code:MyCNN``, ``engine/seams.py``) must be named by the
-  current config too, or the resume is refused.
-- Resuming from a run folder's ``last.ckpt`` continues in that folder: log rows written after
-  the checkpoint's step (the work lost with the interruption) are dropped, so the log reads as
-  one run. Any other checkpoint (``best.ckpt``, ``step-N.ckpt``, a copy elsewhere) continues in
-  a new run folder, so a later ``last.ckpt`` is never overwritten.
-- ``--resume auto`` continues the newest run *started* under ``output.dir`` (each run folder
-  holds a ``.started`` stamp, written before MindSpore is imported), never an older one: a newest
-  run that never saved a checkpoint is said in one line, and a finished run says so and is left
-  as it is (Lightning's ``ckpt_path="last"`` is this experiment's run, not the newest file on disk).
-- One writer per run folder: rank 0 holds an exclusive lock on ``.lock`` while it trains (the OS
-  drops it when the process ends, even on SIGKILL), so a second run into the folder is refused.
-"""
+"""Run folders and resume, a continuation with the saved config (README: "Runs, checkpoints, resume").
+Code a checkpoint names is imported only if your config names it too: a checkpoint is data."""
 
 from __future__ import annotations
 
@@ -41,7 +24,6 @@ from .seams import untrusted
 log = logging.getLogger(__name__)
 
 # Keys a resumed run may change: how long it trains, how often it evaluates, logs and saves.
-# (output.dir: where ``--resume auto`` looks, and where a resume from a copy starts its new folder.)
 SAFE_ON_RESUME = ("train.epochs", "train.max_steps", "train.eval_every", "train.log_every",
                   "train.early_stop_patience", "train.save_every", "train.keep_last", "train.callbacks",
                   "output.dir", "output.plot", "output.loggers")
@@ -51,8 +33,7 @@ STARTED = ".started"  # in each run folder, written when the run starts: --resum
 
 
 def find_resume(output_dir: str, resume: str | None) -> Path | None:
-    """``auto``: the ``last.ckpt`` of the newest run started under ``output_dir`` (none: start
-    fresh; that run never saved one: refused); else a path."""
+    """``auto``: the newest started run's ``last.ckpt`` (None: start fresh); else the given path."""
     if resume is None:
         return None
     if resume == "auto":
@@ -80,7 +61,7 @@ def is_finished(state: dict[str, Any], total_steps: int) -> bool:
 
 
 def finished(run) -> dict[str, Any]:
-    """What ``fit`` says and returns for a finished run (a ``loop.Run``; ``run.finished``: its saved state)."""
+    """What ``fit`` says and returns for a finished ``loop.Run``."""
     state = run.finished
     log.info(f"{run.run_dir} is finished (step {state['step']} of {run.total_steps}, evaluated): nothing to do; "
              "to train it longer, resume with --set train.max_steps=N (or train.epochs=N)")
@@ -89,8 +70,7 @@ def finished(run) -> dict[str, Any]:
 
 
 def started_at(run_dir: Path) -> float:
-    """When the run in ``run_dir`` started: its ``.started`` stamp (folders from before the stamp:
-    their oldest file)."""
+    """The ``.started`` stamp's time (older folders without one: their oldest file's)."""
     stamp = run_dir / STARTED
     if stamp.is_file():
         return stamp.stat().st_mtime
@@ -98,16 +78,13 @@ def started_at(run_dir: Path) -> float:
 
 
 def reserve_run_dir(cfg: Config) -> Config:
-    """Create the new run's folder with its ``.started`` stamp now, at launch (before MindSpore
-    is imported, seconds before training starts), and return ``cfg`` naming it: a run stopped
-    while it starts is still the newest run for ``--resume auto``."""
+    """``cfg`` naming a run folder made now, so a run stopped while it starts is ``--resume auto``'s."""
     run_dir = new_run_dir(cfg, True)
     return cfg.model_copy(update={"output": cfg.output.model_copy(update={"name": run_dir.name})})
 
 
 def unreserve_run_dir(cfg: Config, output_dir_too: bool = False) -> None:
-    """Remove the folder ``reserve_run_dir`` made if the run was refused before writing anything
-    (and ``output.dir`` when it made that too and it is empty)."""
+    """Remove a reserved folder of a run refused before writing anything (and an empty ``output.dir``)."""
     run_dir = Path(cfg.output.dir) / cfg.output.name
     if run_dir.is_dir() and all(f.name in (STARTED, ".lock") for f in run_dir.iterdir()):
         for f in run_dir.iterdir():
@@ -118,8 +95,7 @@ def unreserve_run_dir(cfg: Config, output_dir_too: bool = False) -> None:
 
 
 def continued_config(cfg: Config, saved: dict[str, Any], path: Path) -> Config:
-    """What a resumed run trains with: its saved config, with the ``--set`` overrides of ``cfg``
-    that change it (only keys safe mid-run may; the files ``cfg`` was read from do not count)."""
+    """The saved config plus the ``--set`` overrides of ``cfg`` that change it."""
     if saved.get("task") != cfg.task:
         raise CheckpointError(f"{path} was trained for task {saved.get('task')!r}, not {cfg.task!r}")
     named = list((saved.get("train") or {}).get("callbacks") or [])
@@ -130,7 +106,7 @@ def continued_config(cfg: Config, saved: dict[str, Any], path: Path) -> Config:
     # Validated like any config, so keys added to the schema since the checkpoint take defaults.
     then = flatten(build_config(saved, type(cfg), source=f"{path} (saved config)").to_dict())
     now = flatten(cfg.to_dict())
-    untrusted(then, named_in_project(now), str(path))  # the code it names: only what your config names
+    untrusted(then, named_in_project(now), str(path))
     changes = [item for item in cfg.origin.get("overrides", [])
                if (key := item.partition("=")[0]) not in now or now[key] != then.get(key)]
     return resume_config(saved, changes, str(path), type(cfg))
@@ -150,12 +126,12 @@ def resume_config(saved: dict[str, Any], overrides: list[str], source: str, sche
 
 
 def continues_in_place(path: Path) -> bool:
-    """Is ``path`` a run folder's ``last.ckpt`` (its newest state)?"""
+    """Is ``path`` a run folder's ``last.ckpt``?"""
     return path.name == "last.ckpt" and (path.parent / "manifest.json").is_file()
 
 
 def drop_rows_after(run_dir: Path, step: int) -> None:
-    """Remove metric rows past ``step`` (written after the checkpoint, then lost with the run)."""
+    """Remove metric rows past ``step``: work lost with the interruption."""
     jsonl = run_dir / "metrics.jsonl"
     if jsonl.is_file():
         rows = [line for line in jsonl.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -174,7 +150,7 @@ def drop_rows_after(run_dir: Path, step: int) -> None:
 
 
 def json_row(line: str) -> dict | None:
-    """One metrics.jsonl line as a dict, or None where it is not one (cut short)."""
+    """A metrics.jsonl line as a dict, or None if it was cut short."""
     try:
         row = json.loads(line)
     except ValueError:
@@ -183,8 +159,7 @@ def json_row(line: str) -> dict | None:
 
 
 def new_run_dir(cfg: Config, is_main: bool) -> Path:
-    """``output.dir/output.name`` (a timestamp when unnamed, ``-2``, ``-3``... when two start in one
-    second), created by rank 0; never an existing run's. The caller locks it (``lock_run_dir``)."""
+    """A new ``output.dir/output.name`` (unnamed: a timestamp, then ``-2``...), made by rank 0."""
     name = cfg.output.name or datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = Path(cfg.output.dir) / name
     if not is_main:
@@ -208,7 +183,6 @@ def new_run_dir(cfg: Config, is_main: bool) -> Path:
 
 
 def stamped(run_dir: Path) -> Path:
-    """``run_dir`` with its ``.started`` stamp (kept when it was reserved at launch)."""
     stamp = run_dir / STARTED
     if not stamp.exists():
         stamp.write_text(f"{datetime.now().isoformat(timespec='seconds')} pid {os.getpid()}\n", encoding="utf-8")
@@ -216,8 +190,7 @@ def stamped(run_dir: Path) -> Path:
 
 
 def lock_run_dir(run_dir: Path) -> IO | None:
-    """Hold ``run_dir/.lock`` for this process (rank 0); a second writer is refused in one line.
-    Returns the open file: the lock lasts until it is closed or the process ends."""
+    """Lock ``run_dir/.lock`` until the returned file closes or the process ends; refuse a second writer."""
     if fcntl is None:
         return None
     f = open(run_dir / ".lock", "a+", encoding="utf-8")
@@ -237,9 +210,7 @@ def lock_run_dir(run_dir: Path) -> IO | None:
 
 
 def resume_dir(cfg: Config, path: Path, step: int, is_main: bool) -> tuple[Path, IO | None]:
-    """A run folder's ``last.ckpt`` continues in that folder (log rows after its ``step`` go); any
-    other checkpoint (``best.ckpt``, ``step-N.ckpt``, a copy) in a new one, never over its run.
-    Returns the folder and, on rank 0, its lock."""
+    """The folder a resume writes to (``last.ckpt``: its own, else a new one) and rank 0's lock."""
     if not continues_in_place(path):
         run_dir = new_run_dir(cfg.model_copy(update={"output": cfg.output.model_copy(update={"name": None})}),
                               is_main)

@@ -1,8 +1,5 @@
-"""Process setup: device, oneDNN ISA cap, seeds. Call once, before any op.
-
-MindSpore's compile cache (MS_COMPILER_CACHE_ENABLE) is deliberately not used: in 2.10 on
-CPU a cached graph read a garbage optimizer step counter on the second run.
-"""
+"""Process setup: device, oneDNN ISA cap, seeds; once, before any op. No compile cache: in 2.10 on
+CPU a cached graph read a garbage step counter."""
 
 from __future__ import annotations
 
@@ -19,7 +16,7 @@ import numpy as np
 from .errors import ConfigError
 from .schema import Config
 
-# What each accelerator leaves on a host whose driver is installed, whether MindSpore can use it or not.
+# What each accelerator's driver leaves on a host, usable or not.
 _VISIBLE = {"Ascend": ("npu-smi", "/dev/davinci*"), "GPU": ("nvidia-smi", "/dev/nvidia[0-9]*")}
 # Why MindSpore usually cannot use a visible one (its plugins are built for these).
 _LIKELY = {"Ascend": "the CANN toolkit and driver must match this MindSpore version and be sourced (set_env.sh)",
@@ -27,8 +24,7 @@ _LIKELY = {"Ascend": "the CANN toolkit and driver must match this MindSpore vers
 
 
 def setup(cfg: Config, device_id: int = 0) -> str:
-    """Apply ``cfg.runtime`` and seeds; return the device in use. ``device_id``: this process's
-    accelerator (its local rank under a launcher)."""
+    """Apply ``cfg.runtime`` and seeds; return the device. ``device_id``: the local rank under a launcher."""
     if cfg.runtime.onednn_max_isa:
         os.environ.setdefault("ONEDNN_MAX_CPU_ISA", cfg.runtime.onednn_max_isa)
 
@@ -70,13 +66,11 @@ def setup(cfg: Config, device_id: int = 0) -> str:
 
 
 def reads_every_step(cfg: Config, device: str) -> bool:
-    """``runtime.host_sync`` for ``device``: read each step's outputs at once (CPU: measured faster, the
-    host stays in step) or leave them on the device until the loop needs them (GPU/Ascend: no wait)."""
+    """Read each step's outputs at once (``host_sync`` auto: on CPU, measured faster) or when needed."""
     return cfg.runtime.host_sync == "step" or (cfg.runtime.host_sync == "auto" and device == "CPU")
 
 
 def seed_everything(seed: int) -> None:
-    """Python's, NumPy's and MindSpore's generators."""
     import mindspore as ms
 
     random.seed(seed)
@@ -85,9 +79,7 @@ def seed_everything(seed: int) -> None:
 
 
 def seed_model(seed: int, rank: int) -> None:
-    """The seeds a network is built under: MindSpore's at ``seed + rank`` (its dropout kernels fix
-    their seeds from it when built: each rank draws its own masks), then NumPy's at ``seed``, the
-    generator MindSpore's weight initializers draw from: every rank builds the same initial weights."""
+    """Dropout differs by rank (MindSpore's seed + rank); initial weights do not (NumPy's seed)."""
     import mindspore as ms
 
     ms.set_seed(seed + rank)  # (it seeds NumPy's generator too: set again below)
@@ -105,8 +97,7 @@ def visible(device: str) -> str | None:
 
 @functools.cache
 def usable(device: str) -> str | None:
-    """None when MindSpore can run on ``device``, else why not (the plugin's load error, as MindSpore
-    logged it)."""
+    """None when MindSpore can run on ``device``, else why not (the plugin's load error)."""
     import mindspore as ms
     from mindspore import log as ms_log
 
@@ -135,10 +126,7 @@ class _Collect(logging.Handler):
 
 
 def _unused_kernel_notice(record: logging.LogRecord) -> bool:
-    """False for the one deprecation line that is not about this code: ``nn.Adam``'s constructor
-    builds the sparse-gradient kernel FusedSparseAdam (deprecated from 2.8.0) whether or not a sparse
-    gradient ever comes; the dense Adam used here never runs it. (lazy_adam's kernel, which does run,
-    still says it is deprecated.)"""
+    """Drop FusedSparseAdam's deprecation line: ``nn.Adam`` builds that kernel but never runs it here."""
     return "'FusedSparseAdam' is deprecated" not in record.getMessage()
 
 
@@ -151,9 +139,7 @@ def _deterministic() -> None:
 
 
 def resolve_amp(cfg: Config, device: str, supported: bool = True) -> Config:
-    """``train.amp_level: auto`` made concrete for ``device`` (other levels as they are): O0 on CPU
-    or without mixed-precision support, else O2 in bfloat16 if a bfloat16 matmul runs on the
-    device, float16 (the loss scaler on) if not. The run and its checkpoints keep the choice."""
+    """``amp_level: auto`` resolved: O0 on CPU or unsupported, else O2 in bfloat16 if it runs, or fp16."""
     if cfg.train.amp_level != "auto":
         return cfg
     level, dtype = "O0", cfg.train.amp_dtype

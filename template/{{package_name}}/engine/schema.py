@@ -1,9 +1,5 @@
-"""The run configuration's schema: the shared sections (runtime, train, eval, optim, output).
-
-Each task adds its own ``data`` and ``model`` sections by subclassing ``Config`` in its
-``config.py``. Pure pydantic: this module imports neither MindSpore nor the tasks, so the
-task configs can build on it and ``engine/config.py`` can load any of them.
-"""
+"""The run configuration's shared sections (runtime, train, eval, optim, output); each task's
+``config.py`` adds ``data`` and ``model``. Pure pydantic: no MindSpore, no tasks imported."""
 
 from __future__ import annotations
 
@@ -19,18 +15,15 @@ from .seams import check_name, feature, is_spec
 
 
 class Section(BaseModel):
-    """Base for every config section: unknown keys are errors, and values are not coerced
-    (``true`` is not an epoch count, ``1`` is not a boolean); floats must be finite."""
+    """Unknown keys are errors; values are not coerced (``true`` is not an epoch count); floats are finite."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True, allow_inf_nan=False)
 
 
 class DataSection(Section):
-    """Base of a task's ``data`` section: what every task's data can be asked for."""
+    """Base of a task's ``data`` section."""
 
-    # Parallel workers that decode and transform streamed examples (mindspore.dataset map);
-    # auto = one per CPU core, at most 8. Data held in memory ignores it.
-    workers: int | Literal["auto"] = "auto"
+    workers: int | Literal["auto"] = "auto"  # decoding streamed examples; auto: one per core, at most 8
 
     @field_validator("workers", mode="before")
     @classmethod
@@ -42,28 +35,14 @@ class DataSection(Section):
 
 class Runtime(Section):
     device: Literal["auto", "CPU", "GPU", "Ascend"] = "auto"
-    # oneDNN's instruction-set cap (env ONEDNN_MAX_CPU_ISA), set before the first op.
-    # "AVX2" makes small convolutions 10-20x faster on AVX-512 CPUs but slows matmul-heavy
-    # models; null leaves oneDNN's default.
+    # ONEDNN_MAX_CPU_ISA: AVX2 makes small convolutions 10-20x faster on AVX-512 CPUs, matmuls slower.
     onednn_max_isa: Literal["AVX2", "AVX512_CORE", "SSE41"] | None = None
-    # ms.jit's jit_level for the train step, the two MindSpore 2.7-2.10 accept on every device: O0
-    # (default; O1's operator fusion measured no gain on CPU, ResNet-18 404 vs 394 ms/step) | O1.
-    # (O2 ran on the GE backend, deprecated from 2.9.0; 2.10's ms.jit rejects it.)
-    jit_level: Literal["O0", "O1"] = "O0"
-    # true: the same results run after run on one device and setup (ms.set_deterministic; on Ascend
-    # also HCCL_DETERMINISTIC, a fixed all-reduce order); slower. Off, as MindSpore's default.
-    deterministic: bool = False
-    # GPU/Ascend memory pool cap as "<n>GB" (ms.runtime.set_memory max_size), e.g. 58GB on a 64 GB
-    # 910B to leave the communication library room (mindformers' setting); null: the whole device.
+    jit_level: Literal["O0", "O1"] = "O0"  # the train step's (O1 measured no gain on CPU; 2.10 rejects O2)
+    deterministic: bool = False  # true: the same results run after run on one setup; slower
+    # GPU/Ascend memory pool cap, "<n>GB" (e.g. 58GB on a 64 GB 910B leaves HCCL room); null: all.
     max_device_memory: str | None = Field(None, pattern=r"^\d+(\.\d+)?GB$")
-    # float32 matmuls/convolutions: "high" lets GPU use TF32 and Ascend HF32 (10-bit mantissa inputs,
-    # float32 sums; as torch.set_float32_matmul_precision("high")), "highest" keeps full float32.
-    # CPU: no effect.
-    matmul_precision: Literal["highest", "high"] = "high"
-    # When the host reads each micro-step's loss and overflow flag: "step" at once (on CPU the faster:
-    # compiled steps queued unread left the threads busy-waiting, 3-20x slower), "log" only when the loop needs
-    # them (log rows, saves, evaluations, epoch ends), so an accelerator runs steps ahead of the host;
-    # auto: step on CPU, log on GPU/Ascend. Both train, log and count skipped steps identically.
+    matmul_precision: Literal["highest", "high"] = "high"  # high: fp32 matmuls in TF32 (GPU) / HF32 (Ascend)
+    # When the host reads step outputs: step (CPU: 3-20x faster), log (accelerators run ahead), auto.
     host_sync: Literal["auto", "step", "log"] = "auto"
 
 
@@ -73,8 +52,7 @@ class Train(Section):
     max_steps: int | None = Field(None, gt=0)  # optimizer steps; overrides epochs when set
     batch_size: int = Field(64, gt=0)  # per device and per micro-step
     grad_accum_steps: int = Field(1, gt=0)
-    # auto: O0 on CPU (fp16 is slower there), else O2 in bfloat16 where the device computes it, float16
-    # (with the loss scaler) where not; O0 also for a configuration without mixed precision.
+    # auto: O0 on CPU, else O2 in bfloat16 where the device computes it, float16 (loss scaler) where not.
     amp_level: Literal["auto", "O0", "O1", "O2", "O3"] = "auto"
     amp_dtype: Literal["float16", "bfloat16"] = "float16"
     loss_scale: float = Field(2.0**16, gt=0)  # initial dynamic loss scale (amp only)
@@ -90,13 +68,9 @@ class Train(Section):
     # exported instead of them (engine/ema.py); null = off. Must be in (0, 1), e.g. 0.999.
     ema: float | None = Field(None, gt=0, lt=1)
     callbacks: list[str] = []  # "module:Class" user callbacks, see logs/callbacks.py
-    # The eval metric that picks best.ckpt (and early stopping): null = the task's; any metric the
-    # task or eval.metrics reports. monitor_mode: max | min (null = the task's, for its own monitor).
-    monitor: str | None = None
+    monitor: str | None = None  # the eval metric that picks best.ckpt and early-stops; null: the task's
     monitor_mode: Literal["max", "min"] | None = None
-    # Your own loss as module:Class (engine/seams.py), built with loss_kwargs; null = the task's.
-    # What it receives is the task's contract (its README, "Make it yours").
-    loss: str | None = None
+    loss: str | None = None  # your own as module:Class, built with loss_kwargs ("Make it yours")
     loss_kwargs: dict[str, Any] = {}
 
     @field_validator("loss")
@@ -106,14 +80,9 @@ class Train(Section):
 
 
 class Eval(Section):
-    # Evaluations during training use at most this many eval examples (the task's unit: images,
-    # windows, users, rows, pairs): a fixed subset drawn with the seed, the same at every
-    # evaluation and after a resume, so best.ckpt is picked on the same examples. null = all.
-    # eval.py evaluates all of them unless given --set eval.max_examples=N.
+    # Evaluations during training score at most this many examples, a fixed seeded subset (eval.py: all).
     max_examples: int | None = Field(None, gt=0)
-    # Your own metrics, module:function each, reported beside the task's under the function's name
-    # (what a function receives is the task's contract: its README, "Make it yours").
-    metrics: list[str] = []
+    metrics: list[str] = []  # your own, module:function each, reported under its name ("Make it yours")
 
     @field_validator("metrics")
     @classmethod
@@ -122,17 +91,13 @@ class Eval(Section):
 
 
 class Optim(Section):
-    # Built in: sgd | momentum | adam | adamw (and a task's own, OPTIMIZERS); or any nn.Optimizer
-    # subclass as module:Class, e.g. mindspore.nn:RMSProp, built with optim.kwargs (engine/optim.py).
-    name: str = "adam"
+    name: str = "adam"  # OPTIMIZERS, a task's own, or an nn.Optimizer subclass as module:Class with kwargs
     kwargs: dict[str, Any] = {}
     lr: float = Field(1e-3, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     momentum: float = Field(0.9, ge=0, lt=1)
     nesterov: bool = False  # momentum optimizer: Nesterov's variant
-    # constant | step | cosine, or your own factor of lr as module:function, fn(step, total_steps)
-    # (after warmup, as the built-ins)
-    schedule: str = "constant"
+    schedule: str = "constant"  # SCHEDULES, or a module:function fn(step, total_steps) -> factor of lr
     warmup_steps: int = Field(0, ge=0)
     warmup_ratio: float | None = Field(None, ge=0, lt=1)  # warmup as a share of the run's steps (not both)
     min_lr_ratio: float = Field(0.0, ge=0, le=1)  # cosine floor, as a fraction of lr
@@ -174,8 +139,7 @@ class Optim(Section):
 class Output(Section):
     dir: str = "runs"  # ~ is expanded
     name: str | None = None  # run folder name inside dir (a plain name, not a path); null = timestamp
-    # Where logged train rows and eval metrics go (logs/loggers.py); tensorboard and mlflow
-    # are the loggers feature (logs/trackers.py) with extras: pip install -e ".[tensorboard]" / ".[mlflow]".
+    # tensorboard and mlflow: the loggers feature, each with its extra (logs/loggers.py)
     loggers: list[Literal["jsonl", "csv", "tensorboard", "mlflow"]] = ["jsonl"]
     plot: bool = True
 
@@ -209,13 +173,11 @@ class Config(Section):
     output: Output = Output()
     data: Section
     model: Section
-    # Set by engine.config.load_config: {"files": [...], "overrides": [...]}, in the order applied.
-    _origin: dict[str, list[str]] = PrivateAttr(default_factory=dict)
+    _origin: dict[str, list[str]] = PrivateAttr(default_factory=dict)  # set by engine.config.load_config
 
     @classmethod
     def complete(cls, raw: dict[str, Any], command_line: dict[str, Any]) -> dict[str, Any]:
-        """The merged YAML + ``--set`` values before validation, with what they imply filled in
-        (a task's override: e.g. the model of its ``model.pretrained`` checkpoint)."""
+        """The merged values before validation, with what they imply filled in (a task's override)."""
         return raw
 
     def to_dict(self) -> dict[str, Any]:

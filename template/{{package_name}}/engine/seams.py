@@ -4,11 +4,8 @@
     optim.schedule: my_code:linear       train.loss: my_code:SmoothCE
     eval.metrics: [my_code:macro_f1]     train.callbacks: [my_code:StopAtLoss]
 
-``module`` is imported as Python imports anything: a file or package at the project root (where
-``train.py`` runs; ``pip install -e .`` puts the root on the path too) or an installed package.
-Importing runs that module: a config names code you trust. A checkpoint never decides it:
-``untrusted`` refuses a saved config that names code your own config does not.
-"""
+``module`` is a file at the project root or an installed package. Importing runs it, so only your
+config names code: ``untrusted`` refuses a checkpoint's config that names code yours does not."""
 
 from __future__ import annotations
 
@@ -24,14 +21,11 @@ HOW = "your own code as module:attr (README, 'Make it yours')"
 
 
 class MissingFeature(ConfigError, ValueError):
-    """A config value whose code is an optional feature this project was generated without (a
-    ValueError too, so a schema's validator refuses it at config load, before anything is read)."""
+    """A config value needing an absent optional feature (a ValueError too, for schema validators)."""
 
 
 def feature(module: str, name: str, wanted: str = "") -> None:
-    """Refuse ``wanted`` (a config ``key=value``) in one line when ``module`` of this package
-    (``models.resnet``) is absent: it is the optional feature ``name``, which ``msscaffold add``
-    brings. The caller imports the module where it uses it."""
+    """Refuse ``wanted`` (``key=value``) when this package's ``module`` of feature ``name`` is absent."""
     if importlib.util.find_spec(f"{__package__.rpartition('.')[0]}.{module}") is None:
         raise MissingFeature(f"{wanted + ': ' if wanted else ''}needs the {name!r} feature, not in this project: "
                              f"`msscaffold add {name}` brings it")
@@ -49,8 +43,7 @@ def check_name(value: str, builtins: tuple[str, ...]) -> str:
 
 
 def load(key: str, spec: str, base: type | None = None, function: bool = False) -> Any:
-    """The object ``spec`` names: a subclass of ``base``, or (``function``) a function; one line
-    naming ``key`` when it cannot be imported or is of another kind."""
+    """The subclass of ``base`` (or the ``function``) ``spec`` names; else one line naming ``key``."""
     module_name, _, attr = spec.partition(":")
     try:
         found = importlib.import_module(module_name)
@@ -72,7 +65,7 @@ def load(key: str, spec: str, base: type | None = None, function: bool = False) 
 
 
 def build(key: str, spec: str, cls: type, **kwargs) -> Any:
-    """``cls(**kwargs)``, with a signature that does not fit said in one line naming ``key``."""
+    """``cls(**kwargs)``; a signature that does not fit is one line naming ``key``."""
     try:
         return cls(**kwargs)
     except TypeError as exc:
@@ -81,8 +74,7 @@ def build(key: str, spec: str, cls: type, **kwargs) -> Any:
 
 
 def your_metrics(cfg, *arrays: Any) -> dict[str, float]:
-    """eval.metrics: each function on the task's arrays of the whole eval set (its README says which),
-    reported under the function's name."""
+    """eval.metrics: each function on the task's eval arrays, reported under its name."""
     metrics = {}
     for spec in cfg.eval.metrics:
         value = load("eval.metrics", spec, function=True)(*arrays)
@@ -118,8 +110,7 @@ def named_code(flat: dict[str, Any]) -> dict[str, str]:
 
 
 def untrusted(saved: dict[str, Any], allowed: set[str], source: str) -> None:
-    """Refuse a saved config (a checkpoint's, flattened) that names code outside ``allowed``
-    (``engine.config.named_in_project``): a checkpoint is data and never decides what is imported."""
+    """Refuse a checkpoint's flattened config naming code outside ``allowed``: a checkpoint is data."""
     for key, spec in named_code(saved).items():
         if spec not in allowed:
             raise ConfigError(f"{source} was trained with {key.partition('[')[0]}={spec}, which your config does not "

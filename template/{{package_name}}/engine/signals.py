@@ -1,12 +1,7 @@
 """Stop cleanly on SIGINT (Ctrl-C) and SIGTERM (a scheduler's preemption).
 
-The first signal asks the loop to stop after the current optimizer step, so it can save
-``last.ckpt``; a second one exits at once (Python's default).
-
-Once MindSpore 2.10 has run a compiled step, Ctrl-C reaches Python as SIGTERM: every graph run
-re-installs a C++ SIGINT handler that sends the process SIGTERM (``IntHandler`` in its runtime).
-Python cannot tell that SIGTERM from a scheduler's, so the stop line names both.
-"""
+The first signal stops the loop after this optimizer step, to save ``last.ckpt``; a second exits
+at once. MindSpore 2.10's compiled graphs turn Ctrl-C into SIGTERM, so the stop line names both."""
 
 from __future__ import annotations
 

@@ -1,23 +1,11 @@
 """The train step: ``ms.value_and_grad`` + ``ms.jit``, with accumulation, loss scaling and clipping.
 
-One optimizer step = ``k`` micro-steps (``train.grad_accum_steps``). A loss is a mean (weight 1)
-or a ``(sum, weight)`` pair (summed token losses, their count). The first ``k - 1`` micro-steps
-add their gradients and weights into zero-initialised buffers, the k-th adds its own and applies:
-all-reduce across ranks, division by the step's whole weight, unscale, overflow check, clip,
-optimizer update (a skipped update still advances the learning-rate schedule). So k micro-batches
-of b update the weights exactly like one batch of k*b, means and token sums alike, and
-distributed/AMP work happens once per optimizer step.
+One optimizer step = ``k`` micro-steps: the first ``k - 1`` add their gradients into buffers; the
+k-th adds its own, then all-reduces, divides by the step's weight, unscales, checks overflow, clips
+and updates, so k micro-batches of b update like one batch of k*b.
 
-Mixed precision (``train.amp_level`` other than O0) casts with ``amp.auto_mixed_precision``
-and scales the loss dynamically; an overflowed step is skipped and the scale shrinks. O2/O3
-cast the network alone (in place), never the loss around it: a cell cast to float16 runs
-every op of its own in float16, even after an ``astype(float32)``, so softmax, log and the
-reduction stay float32 only outside it (networks end in a float32 cast; O1 casts only its
-white list of ops, matmuls and convolutions; O2 keeps every norm layer, GroupNorm too, in
-float32). In fp32 the scaler is the identity: one code path.
-
-``train.jit: false`` runs the very same functions eagerly (PyNative) for debugging.
-"""
+O2/O3 cast the network alone, never the loss around it: a float16 cell runs all its ops in float16,
+even after an ``astype(float32)``. ``train.jit: false`` runs the same functions eagerly."""
 
 from __future__ import annotations
 
@@ -34,9 +22,7 @@ from .task import Model
 
 def build_train_step(model: Model, optimizer: nn.Optimizer, reducer, cfg: Train, jit_level: str = "O0",
                      weight_reducer=None) -> TrainStep:
-    """The step ``cfg`` describes for a task's model: accumulation, mixed precision + loss
-    scaling, clipping, jit (at ``jit_level``, runtime.jit_level), and the model's ``constrain``
-    after every applied update. ``reducer``/``weight_reducer``: distributed's (None: one process)."""
+    """The step ``cfg`` describes; ``reducer``/``weight_reducer``: distributed's (None: one process)."""
     amp_on, loss_net, dtype = cfg.amp_level != "O0", model.loss, getattr(ms, cfg.amp_dtype)
     # O2/O3 cast model.network in place (model.loss holds it); their float32 output wrapper is not needed.
     if cfg.amp_level == "O1":  # a rewritten copy with float16 matmuls/convolutions
@@ -47,8 +33,7 @@ def build_train_step(model: Model, optimizer: nn.Optimizer, reducer, cfg: Train,
     elif amp_on:
         amp.auto_mixed_precision(model.network, cfg.amp_level, dtype)
     scaler = amp.DynamicLossScaler(cfg.loss_scale, 2, cfg.loss_scale_window) if amp_on else None
-    # Gradients are checked every step under AMP (overflow) and with on_nonfinite: skip; a
-    # non-finite update is then skipped and the step's flag says so.
+    # Gradients are checked under AMP (overflow) and with on_nonfinite: skip; a bad update is skipped.
     check = amp_on or cfg.on_nonfinite == "skip"
     return TrainStep(loss_net, optimizer, reducer, accum_steps=cfg.grad_accum_steps, loss_scaler=scaler,
                      check_overflow=check, grad_clip=cfg.grad_clip, jit=cfg.jit, constrain=model.constrain,
@@ -64,11 +49,9 @@ class TrainStep:
         self.optimizer = optimizer
         self.reducer = reducer
         self.weight_reducer = weight_reducer or identity
-        # A mean is divided by k before the backward; a sum ((sum, weight): ``summed``) by the
-        # step's whole weight after the all-reduce, in the clipping pass (a pass of its own: +1.5 GB).
+        # A mean is divided by k before the backward; a sum by the step's weight in the clipping pass.
         self.summed, self.accum_steps = summed, accum_steps
-        # No scaler is the identity: one code path for fp32 and mixed precision.
-        self.scaler = loss_scaler or NoLossScaling()
+        self.scaler = loss_scaler or NoLossScaling()  # fp32 too: one code path
         self.check_overflow = check_overflow
         self.grad_clip = grad_clip
         self.grad_fn = ms.value_and_grad(self._scaled_loss, None, optimizer.parameters, has_aux=summed)
@@ -80,8 +63,7 @@ class TrainStep:
         self._apply = compile_(self.accumulate_and_apply)
 
     def __call__(self, batch, apply: bool):
-        """Run one micro-step on ``batch`` (a tuple of Tensors); update the weights when
-        ``apply``. Returns (unscaled loss, finite flag: False when the update was skipped)."""
+        """One micro-step, updating when ``apply``: (unscaled loss, False if the update was skipped)."""
         return (self._apply if apply else self._accumulate)(*batch)
 
     def _scaled_loss(self, *batch):
@@ -129,10 +111,7 @@ class TrainStep:
 
 
 def clip_by_global_norm(grads: tuple, max_norm: float | None, weight=None) -> tuple:
-    """The gradients / ``weight`` (None: 1), times min(1, max_norm / (global L2 norm + 1e-6)) as
-    PyTorch's ``clip_grad_norm_`` (``max_norm`` None: no clipping), in one pass. Each squared norm
-    is one dot product and the scaled copies are made one at a time: MindSpore's clip_by_global_norm
-    (deprecated) kept a square and two scaled copies of every gradient alive (+1.5 GB at 100 M)."""
+    """grads / ``weight`` (None: 1), clipped as torch's ``clip_grad_norm_``, one gradient copy at a time."""
     if max_norm is None:
         return grads if weight is None else _hyper_map(ops.partial(_scaled, 1 / weight), grads)
     norm = ops.sqrt(ops.addn(_hyper_map(_squared_norm, grads)))
@@ -163,8 +142,7 @@ def _unconstrained():
 
 
 class NoLossScaling:
-    """The loss scaler of full-precision training: every operation is the identity. (A
-    ``StaticLossScaler(1.0)`` would do the same arithmetic, but it rejects sparse gradients.)"""
+    """fp32's loss scaler, the identity (``StaticLossScaler(1.0)`` rejects sparse gradients)."""
 
     scale_value = ms.Tensor(1.0)
 

@@ -1,18 +1,12 @@
-"""Callbacks: the loop calls each hook of every callback, in order, with a read-only
-``Progress`` of the run (``engine/progress.py``); ``progress.stop()`` ends the run after this step.
-
-Built in: the progress bar (``console.py``), the metric loggers of ``output.loggers``
-(``loggers.py``), the curve plot, and ``run/``'s manifest and health watch. Add your own in
-config (``train.callbacks: ["my_module:MyCallback"]``, constructed without arguments) or pass
-instances to ``run.train.train``::
+"""Callbacks: every hook gets a read-only ``Progress`` (``engine/progress.py``); ``progress.stop()``
+ends the run after this step. Yours: ``train.callbacks: ["my_module:MyCallback"]`` (no arguments)::
 
     class StopAtLoss(Callback):
         def on_step_end(self, progress, logs):
             if logs["loss"] < 0.1:
                 progress.stop()
 
-Only rank 0 writes files; every rank runs the hooks (so all ranks stop together).
-"""
+Every rank runs the hooks (so all ranks stop together); only rank 0 writes files."""
 
 from __future__ import annotations
 

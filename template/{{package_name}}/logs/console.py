@@ -1,14 +1,5 @@
-"""What a run prints, and ``train.log``, the same lines kept in the run folder (rank 0 only).
-
-The loop reports through Python's ``logging`` (``logging.getLogger(__name__)`` in each
-module); ``Console`` is the handler that shows those messages. On a terminal, training shows a
-tqdm progress bar. When stdout is a file or a pipe (nohup, msrun's worker logs, CI) it prints
-one plain line every ``train.log_every`` steps instead::
-
-    step 40/200  epoch 1  loss 0.4123  lr 2.87e-03  5120 samples/s  ETA 0:00:12
-
-``train.log`` gets those lines either way, with every other message of the run.
-"""
+"""What a run prints (rank 0) through ``logging``, kept in ``train.log`` too: a tqdm bar on a terminal,
+else one plain line every ``train.log_every`` steps."""
 
 from __future__ import annotations
 
@@ -68,7 +59,7 @@ def console():
     try:
         yield handler
     finally:
-        for line in handler.pending:  # said by a run that never had a folder to log in (e.g. a finished one)
+        for line in handler.pending:  # a run that never had a folder (e.g. a finished one)
             print(line, flush=True)
         PROJECT_LOGGER.removeHandler(handler)
         PROJECT_LOGGER.setLevel(level)

@@ -1,16 +1,6 @@
-"""Metric loggers, chosen by ``output.loggers``: where every logged train row and every
-evaluation go. Only rank 0 writes. Each is a callback; ``build_loggers`` makes the chosen ones.
-
-- ``jsonl`` (default): ``metrics.jsonl``, one JSON object a line (``"kind": "train" | "eval"``).
-  Non-finite numbers (a diverged loss) are written as ``null``, so every line is strict JSON.
-  A line that cannot be written (a full disk) is taken back whole and said once; training goes
-  on (its checkpoints say for themselves whether they were written).
-- ``csv``: ``metrics_train.csv`` and ``metrics_eval.csv``.
-- ``tensorboard``, ``mlflow``: ``trackers.py``, the optional ``loggers`` feature (the config
-  refuses them in a project without it), each with the extra of its name (``pip install -e
-  ".[tensorboard]"``, ``".[mlflow]"``), imported only when chosen; ``require`` checks the extra
-  before the run starts.
-"""
+"""Metric loggers, chosen by ``output.loggers`` (rank 0 writes): ``jsonl`` (non-finite numbers as
+``null``; a row a full disk cuts is taken back whole), ``csv``, and the optional ``loggers``
+feature's ``tensorboard`` and ``mlflow`` (``trackers.py``, imported only when chosen)."""
 
 from __future__ import annotations
 
@@ -32,7 +22,7 @@ OPTIONAL = {"tensorboard": "tensorboardX", "mlflow": "mlflow"}
 
 
 def require(names: list[str]) -> None:
-    """Stop with one line naming the extra to install when a chosen logger's package is missing."""
+    """Refuse, naming the extra to install, a chosen logger whose package is missing."""
     for name in names:
         if name in OPTIONAL:
             try:

@@ -1,15 +1,5 @@
-"""Image backbones by name: one explicit dict, as timm's and mindcv's ``create_model`` registries.
-
-Every backbone maps (B, C, H, W) images to (B, ``out_features``) features; the vision classifier
-and the multimodal image tower put their heads on it. A ``Backbone`` is its constructor and the
-two facts the code around it needs: whether it holds BatchNorm (its statistics come from each
-micro-batch and rank, so accumulation and ``msrun`` are approximate) and whether its input size
-is fixed (a ViT's learned positions: evaluation and export at the training size only).
-
-``small_cnn`` is always here; ResNet, ViT and ``fast_conv`` are the optional ``archs`` feature
-(files that exist or not): each entry names its ``module``, imported only when the arch is built,
-and the config refuses an arch whose module this project lacks (``engine.seams.feature``).
-"""
+"""Image backbones by name, (B, C, H, W) -> (B, ``out_features``): one dict, as timm's registry.
+``small_cnn`` is always here; the others are the optional ``archs`` feature, imported when built."""
 
 from __future__ import annotations
 
@@ -43,12 +33,12 @@ class Options:
 class Backbone:
     build: Callable[[Options], nn.Cell]
     module: str = "small_cnn"  # its module in models/ (the archs feature's may be absent)
-    batch_norm: bool = False
-    fixed_size: bool = False
+    batch_norm: bool = False  # accumulation and msrun are then approximate
+    fixed_size: bool = False  # evaluation and export at the training size only (a ViT)
 
 
 def conv_class(setting: bool | str) -> type[nn.Conv2d]:
-    """``model.fast_conv``: false is MindSpore's ``nn.Conv2d``; auto / true ask ``fast_conv.py`` (archs)."""
+    """``model.fast_conv``: false is ``nn.Conv2d``; auto / true ask ``fast_conv.py`` (archs)."""
     if setting is False:
         return nn.Conv2d
     from .fast_conv import conv_class as fast

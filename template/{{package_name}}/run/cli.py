@@ -1,8 +1,5 @@
-"""Command-line entry points shared by every task: argument parsing and the error boundary.
-
-User errors (config, data, checkpoint) print one line and exit with status 1; bugs keep
-their traceback. MindSpore is imported only after the config has been validated.
-"""
+"""Command-line entry points: argument parsing and the error boundary (a user error is one line and
+exit 1, a bug keeps its traceback). MindSpore is imported only after the config is valid."""
 
 from __future__ import annotations
 
@@ -17,8 +14,7 @@ from typing import NoReturn
 from ..engine.config import DEFAULT_CONFIG
 from ..engine.errors import Interrupted, UserError
 
-# How a multi-process launcher announces itself (engine/distributed.py): then each rank finds its
-# run folder as training starts, not here.
+# How a launcher announces itself (engine/distributed.py): then each rank finds its run folder later.
 LAUNCHERS = ("MS_ROLE", "OMPI_COMM_WORLD_SIZE", "RANK_TABLE_FILE")
 
 
@@ -53,8 +49,7 @@ def checkpoint_path(args: argparse.Namespace) -> str:
 
 
 def guarded(main: Callable[[], object]) -> NoReturn:
-    """Run ``main`` and exit: 0 on success, 1 with a one-line message on a user error or a file
-    system error (as msscaffold; argparse's usage errors stay 2)."""
+    """Run ``main`` and exit: 0, or 1 with one line on a user or file system error (usage errors: 2)."""
     try:
         main()
     except UserError as exc:

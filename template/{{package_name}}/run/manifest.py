@@ -1,5 +1,4 @@
-"""``manifest.json`` in each run folder: enough to know later exactly what produced it.
-Written by the ``Manifest`` callback when training starts (rank 0); a resume appends itself."""
+"""``manifest.json`` in each run folder: enough to know later exactly what produced it."""
 
 from __future__ import annotations
 
@@ -67,8 +66,7 @@ def update(run_dir: Path, **fields: Any) -> None:
 
 
 class Manifest(Callback):
-    """``manifest.json`` at the start; at the first evaluation, how many examples evaluations
-    use (``eval.max_examples``): said once, and recorded as ``eval_examples``."""
+    """``manifest.json`` at the start; at the first evaluation, ``eval_examples`` (said once)."""
 
     def on_train_begin(self, progress):
         self.said = False

@@ -5,11 +5,7 @@
 
     summary = train(load_config("config/config.yaml", ["train.epochs=1"]), resume="auto")
 
-Around ``engine.loop.fit`` it adds the console and ``train.log``, the health watch,
-``manifest.json``, the metric loggers and curve plot of ``output.*``, and the user's callbacks
-(``train.callbacks``, then ``callbacks``). The config a resumed run trains with is its saved one
-(``engine/resume.py``): the layers are built from that.
-"""
+Around ``engine.loop.fit``: console, health watch, manifest, loggers, plot, your callbacks."""
 
 from __future__ import annotations
 
@@ -29,8 +25,7 @@ from .watch import Watch
 
 def train(cfg: Config, resume: str | None = None, callbacks: list[Callback] = (), task: Task | None = None,
           run: Run | None = None) -> dict[str, Any]:
-    """Train as ``cfg`` says (``resume``: a checkpoint, or ``auto``); return the final metrics.
-    ``run``: one already set up (``engine.loop.setup``), e.g. to look at its model first."""
+    """Train as ``cfg`` says (``resume``: a checkpoint or ``auto``; ``run``: from ``engine.loop.setup``)."""
     require_loggers(cfg.output.loggers)  # before any heavy work
     task = task or (run.task if run else get_task(cfg.task))
     with console() as screen:

@@ -1,11 +1,5 @@
-"""What the loop checks at every log row (``train.log_every``), so no step pays for it.
-
-- Skipped updates (an fp16 overflow, or a non-finite gradient with ``train.on_nonfinite: skip``):
-  more than half of the window is a warning, all of it an error (nothing is being trained).
-- In fp32 with ``train.on_nonfinite: stop``: weights that became NaN/inf, or a loss that is, stop
-  the run with one line naming the step (to within the window), before anything non-finite is saved.
-- A run none of whose logged losses was finite is an error at its end, whatever the settings.
-"""
+"""Health checks at every log row (``train.log_every``), so no step pays for them: skipped updates
+(half a window: a warning, all: an error), non-finite weights or loss in fp32, no finite loss at all."""
 
 from __future__ import annotations
 
@@ -26,7 +20,7 @@ class Watch(Callback):
     def on_train_begin(self, progress):
         train = progress.cfg.train
         self.check_weights = train.amp_level == "O0" and train.on_nonfinite == "stop"
-        self.start = (progress.step, progress.skipped_steps)  # (step, skipped steps) at the start of the window
+        self.start = (progress.step, progress.skipped_steps)  # at the start of the window
         self.finite_rows = self.rows = 0
 
     def on_step_end(self, progress, logs):

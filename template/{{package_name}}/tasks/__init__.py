@@ -1,11 +1,5 @@
-"""Task registry: one sub-package per task, found by the ``task`` key of the config.
-
-A task package exposes, in its ``__init__``, its config schema ``TaskConfig`` (a subclass
-of ``engine.schema.Config`` with its ``data`` and ``model`` sections; cheap to import) and
-``load() -> engine.task.Task`` (imports MindSpore). Adding a task means adding a package
-here. The engine never imports this module: ``load_config`` hands it the schemas, and
-``run/train.py`` hands ``fit`` the task.
-"""
+"""Task registry: one sub-package per task (the config's ``task``), whose ``__init__`` exposes ``TaskConfig``
+(cheap to import) and ``load() -> engine.task.Task`` (imports MindSpore). The engine never imports it."""
 
 from __future__ import annotations
 
@@ -39,10 +33,8 @@ def get_task(name: str):
 
 
 def load_config(paths, overrides=()) -> Config:
-    """The run's config: ``engine.config.load_config`` with the schema of its ``task:``."""
     return config.load_config(paths, overrides, config_schema)
 
 
 def build_config(raw: dict, source: str = "config") -> Config:
-    """A plain dict (e.g. a checkpoint's saved config) validated against its task's schema."""
     return config.build_config(raw, config_schema, source)

@@ -15,26 +15,19 @@ class DataConfig(DataSection):
     image_size: int = Field(8, gt=0)  # images are resized to image_size x image_size
     channels: Literal[1, 3] = 1  # 1: grayscale, 3: RGB
     eval_fraction: float = Field(0.2, gt=0, lt=1)  # held out for evaluation (stratified)
-    # Train-time augmentation (augment.py, on the device, drawn from (seed, epoch, image)): a random
-    # resized crop (+ horizontal flip). auto = crop_flip for a folder, none for an .npz; use crop
-    # where a flip changes the class (digits, text).
+    # Random resized crop (+ flip) on the device; auto: crop_flip for folders, none for .npz (digits: crop).
     augment: Literal["auto", "none", "crop", "crop_flip"] = "auto"
     min_crop: float = Field(0.25, gt=0, le=1)  # smallest random crop, as a fraction of the image area
     auto_augment: Literal["none", "randaugment", "trivialaugment"] = "none"  # torchvision's op sets (no Equalize)
     auto_augment_magnitude: int = Field(9, ge=0, le=30)  # randaugment: magnitude bin of 31 (torchvision: 9)
     color_jitter: float = Field(0.0, ge=0, le=1)  # brightness, contrast, saturation factors in [1 - j, 1 + j]
     random_erase: float = Field(0.0, ge=0, le=1)  # probability of erasing a random rectangle (to the mean)
-    # Mixing pairs of images per batch (the batch with itself reversed, as timm): Beta(alpha, alpha)
-    # weights; null = off. Targets mix with the same weight (a cutmix weight is its box's area).
-    mixup: PositiveFloat | None = None  # mixup alpha (timm: 0.8)
+    mixup: PositiveFloat | None = None  # Beta(alpha, alpha); the batch with itself reversed (timm: 0.8)
     cutmix: PositiveFloat | None = None  # cutmix alpha (timm: 1.0)
     mix_prob: float = Field(1.0, ge=0, le=1)  # probability that a batch is mixed at all
     mix_switch_prob: float = Field(0.5, ge=0, le=1)  # both on: probability of cutmix instead of mixup
-    # Evaluation of image files (and training with augment none): resize the shorter side to
-    # round(image_size / eval_crop), keep the centre image_size square (torchvision/timm: 0.875).
-    eval_crop: float = Field(0.875, gt=0, le=1)
-    # Normalisation: null = measured on at most stats_sample training images (seeded); or one value
-    # or one per channel in [0, 1] units, e.g. ImageNet's [0.485, 0.456, 0.406] / [0.229, 0.224, 0.225].
+    eval_crop: float = Field(0.875, gt=0, le=1)  # eval: shorter side to image_size / eval_crop, centre crop
+    # null = measured on stats_sample training images; or one value or one per channel, in [0, 1] units.
     mean: list[float] | None = None
     std: list[PositiveFloat] | None = None
     stats_sample: int = Field(500, gt=0)
@@ -58,24 +51,17 @@ class DataConfig(DataSection):
 
 
 class ModelConfig(Section):
-    # small_cnn: small images, from scratch; resnet*: torchvision's ResNets (BatchNorm), weights importable;
-    # vit_tiny, vit_b_16: Vision Transformers in torchvision's layout (models/vit.py), weights importable;
-    # or your own nn.Cell class as module:Class, built as Class(num_classes=, in_channels=, image_size=,
-    # **model.kwargs) (tasks/vision/model.py: what it must do, and which keys below it takes)
+    # small_cnn, the archs feature's resnet*/vit*, or your nn.Cell as module:Class (tasks/vision/model.py)
     arch: str = "small_cnn"
     kwargs: dict[str, Any] = {}  # your own arch's keyword arguments
     widths: list[int] = [32, 64]  # small_cnn: channels per stage; each stage after the first halves H and W
     blocks_per_stage: int = Field(1, gt=0)  # small_cnn
     norm: Literal["group", "batch"] = "group"  # small_cnn; group: accumulation/data parallel exact
     dropout: float = Field(0.0, ge=0, lt=1)
-    # stochastic depth of the last residual block, every arch (timm: 0.05-0.1; DeiT 0.1)
-    drop_path: float = Field(0.0, ge=0, lt=1)
+    drop_path: float = Field(0.0, ge=0, lt=1)  # stochastic depth of the last residual block (timm: 0.05-0.1)
     pretrained: str | None = None  # checkpoint to start from (backbone weights)
     freeze_backbone: bool = False  # fine-tune only the classifier head
-    # Convolutions whose weight gradient is a forward convolution (models/fast_conv.py; same weights and
-    # forward op): auto = on CPU only, true = on any device, false = MindSpore's own nn.Conv2d
-    # (default: no faster on the 2-core CPU it was measured on; see models/fast_conv.py)
-    fast_conv: Literal["auto"] | bool = False
+    fast_conv: Literal["auto"] | bool = False  # models/fast_conv.py (archs): auto = on CPU
     # vit_*: sizes; null = the arch's (vit_tiny: 16, 12, 3, 192, 768; vit_b_16: 16, 12, 12, 768, 3072)
     patch_size: PositiveInt | None = None  # data.image_size must be a multiple of it
     vit_layers: PositiveInt | None = None

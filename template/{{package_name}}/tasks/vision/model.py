@@ -1,24 +1,12 @@
-"""The classifier: a backbone chosen by ``model.arch`` (the registry, ``models/backbones.py``),
-dropout and a linear head; and its loss.
+"""The classifier, ``backbone`` (``model.arch``) + dropout + linear ``head``, and its loss.
 
-Every built-in arch has the same two parts, ``backbone`` and ``head``, so fine-tuning (load a
-backbone, train a new head, optionally with the backbone frozen) works alike for all of them.
-
-Your own network (``model.arch: my_code:MyCNN``) is any ``nn.Cell`` class, built as
-``MyCNN(num_classes=..., in_channels=..., image_size=..., **model.kwargs)`` (timm's
-``create_model(num_classes, in_chans)``), that maps (B, C, H, W) float32 images, normalised, to
-(B, num_classes) float32 logits (end with ``.astype(ms.float32)``: under mixed precision evaluation
-and export then read float32, as with the built-ins). That is all it needs; some features need more:
-
-- ``model.freeze_backbone``: a ``backbone`` attribute (a Cell: frozen, the rest trains);
-- ``optim.layer_decay``: ``layer_id(name) -> int`` (0 = stem .. ``num_layers`` = head) and ``num_layers``;
-X
-
-BatchNorm in your network works; as with the built-in ResNets, its statistics come from each
-micro-batch (accumulation approximates a big batch) and msrun averages them across ranks.
-Your loss (``train.loss: my_code:SmoothCE``): an ``nn.Cell`` class built with ``**train.loss_kwargs``,
-``construct(logits, labels) -> scalar``: (B, num_classes) float32 logits, (B,) int32 labels.
-"""
+Your network (``model.arch: my_code:MyCNN``): an ``nn.Cell`` class built as ``MyCNN(num_classes=...,
+in_channels=..., image_size=..., **model.kwargs)``, mapping (B, C, H, W) normalised float32 images to
+(B, num_classes) logits; end with ``.astype(ms.float32)`` so mixed precision reads float32. Some
+features need more: ``model.freeze_backbone`` a ``backbone`` Cell attribute; ``optim.layer_decay``
+``layer_id(name) -> int`` (0 = stem .. ``num_layers`` = head) and ``num_layers``. BatchNorm works
+(per micro-batch; msrun averages its statistics). Your loss (``train.loss: my_code:SmoothCE``): an
+``nn.Cell`` built with ``**train.loss_kwargs``, ``construct(logits, labels) -> scalar``."""
 
 from __future__ import annotations
 
@@ -78,10 +66,7 @@ class Classifier(nn.Cell):
 
 
 def freeze_backbone(network: nn.Cell) -> None:
-    """Train everything but ``network.backbone``: its weights get no gradient, and BatchNorm layers
-    (if any) normalise with their stored statistics and never update them, in training too.
-    (Putting the backbone in eval mode would not last: ``set_train`` on any Cell above it sets
-    every Cell below it.)"""
+    """Train all but ``network.backbone``, whose BatchNorm keeps its statistics (set_train would not last)."""
     for param in network.backbone.get_parameters():
         param.requires_grad = False
     for _, cell in network.backbone.cells_and_names():
@@ -102,11 +87,7 @@ class CriterionLoss(nn.Cell):
 
 
 class ClassificationLoss(nn.Cell):
-    """Mean cross-entropy, in float32 under mixed precision too: the logits arrive in float32
-    and the loss is a function, not a Cell that amp would cast to float16. (Not the fused
-    ``SparseSoftmaxCrossEntropyWithLogits`` primitive: with it, MindSpore 2.10's frontend
-    thread spins through every step of a small CNN and takes a core from the kernels, 20-30 %
-    slower on 2 cores; bench_versions.py.)"""
+    """Mean cross-entropy in float32 (a function amp does not cast; the fused op was 20-30 % slower)."""
 
     def __init__(self, network: nn.Cell):
         super().__init__()
