@@ -17,11 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ...engine.arrays import compiled, normalise, predict, top_k
+from ...engine.arrays import compiled, normalise, predict
 from ...engine.errors import DataError
 from ...images.files import STREAM_SUFFIXES, predict_files, read_bytes
 from .captions import check_known, encode
 from .data import caption, templates
+from .top_k import top_k
 
 
 def embed_images(network, images: np.ndarray, meta: dict, rows: np.ndarray | None = None, jit: bool = True
