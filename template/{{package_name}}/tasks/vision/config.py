@@ -68,7 +68,8 @@ class ModelConfig(Section):
     blocks_per_stage: int = Field(1, gt=0)  # small_cnn
     norm: Literal["group", "batch"] = "group"  # small_cnn; group: accumulation/data parallel exact
     dropout: float = Field(0.0, ge=0, lt=1)
-    # stochastic depth of the last residual block, every arch (timm: 0.05-0.1; DeiT 0.1)
+    # stochastic depth of the last residual block, every arch (timm: 0.05-0.1; DeiT 0.1); models/drop_path.py,
+    # the recipes feature's (archs bring it too)
     drop_path: float = Field(0.0, ge=0, lt=1)
     pretrained: str | None = None  # checkpoint to start from (backbone weights)
     freeze_backbone: bool = False  # fine-tune only the classifier head
@@ -90,6 +91,13 @@ class ModelConfig(Section):
     def _arch(cls, value: str) -> str:
         if check_name(value, cls.ARCHS) != "small_cnn" and not is_spec(value):  # ResNet, ViT: the archs feature
             feature("models.resnet" if value.startswith("resnet") else "models.vit", "archs")
+        return value
+
+    @field_validator("drop_path")
+    @classmethod
+    def _drop_path(cls, value):
+        if value:
+            feature("models.drop_path", "recipes")
         return value
 
     @field_validator("fast_conv")
