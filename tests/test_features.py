@@ -21,11 +21,12 @@ MARKERS = {
     "onnx": "demo/deploy/onnx.py",
     "sweeps": "sweep.py",
     "doctor": "demo/doctor.py",
+    "check": "demo/check.py",
     "docker": "Dockerfile",
     "loggers": "demo/logs/trackers.py",
     "weights": "convert_weights.py",
     "archs": "demo/models/resnet.py",
-    "recipes": "demo/tasks/vision/recipes.py",
+    "recipes": "demo/engine/ema.py",
 }
 
 
@@ -37,6 +38,7 @@ def test_every_feature_has_a_marker_and_weights_is_not_everywhere():
     names = {f.name for task in available_tasks() for f in features(copier_yml(), task)}
     assert names == set(MARKERS)
     assert "weights" in offered("vision") and "weights" not in offered("recommender")
+    assert all({"check", "recipes"} <= set(offered(task)) for task in available_tasks())
 
 
 def dangling_imports(project: Path, package: str = "demo") -> list[str]:
@@ -70,6 +72,11 @@ def test_lean_render_has_no_optional_file_no_dangling_import_and_lints(tmp_path,
     # line, how to add the feature (export.py --format onnx: the slow test below).
     guarded = {
         "demo/__main__.py: from .doctor import main",
+        "demo/__main__.py: from .check import main",
+        # the config refuses train.ema, optim.layer_decay (and vision's model.drop_path) without recipes
+        "demo/engine/loop.py: from .ema import EMA",
+        "demo/engine/optim.py: from .layer_decay import layer_scales",
+        "demo/models/small_cnn.py: from .drop_path import DropPath, block_rates",
         "demo/__main__.py: from .deploy.predict import main",
         "demo/deploy/export.py: from .onnx import runtime",
         "demo/deploy/export.py: from .onnx import export_onnx",
@@ -87,7 +94,7 @@ def test_lean_render_has_no_optional_file_no_dangling_import_and_lints(tmp_path,
         "demo/tasks/vision/data.py: from .recipes import FullRecipe",
     }
     assert set(dangling_imports(project)) <= guarded
-    for command, feature in (("doctor", "doctor"), ("predict", "onnx")):
+    for command, feature in (("doctor", "doctor"), ("check", "check"), ("predict", "onnx")):
         run = subprocess.run([sys.executable, "-m", "demo", command], cwd=project, capture_output=True,
                              text=True)
         assert run.returncode == 1 and run.stderr.strip().splitlines() == [
@@ -115,6 +122,8 @@ def test_weights_brings_the_archs_it_imports_into(tmp_path):
     project = generate(tmp_path, "vision", git=False, features="weights")
     assert read_answers(project)["features"] == ["weights", "archs"]
     assert (project / MARKERS["archs"]).is_file() and not (project / MARKERS["recipes"]).exists()
+    assert (project / "demo/models/drop_path.py").is_file()  # the archs' blocks use it
+    assert not (project / "demo/tasks/vision/recipes.py").exists()
     readme = (project / "README.md").read_text("utf-8")
     assert "`recipes` (" in readme and "`archs` (" not in readme  # the note's "Not here" list
 
@@ -272,7 +281,8 @@ def test_a_0_13_0_project_updates_with_every_file_it_had(tmp_path):
 @pytest.mark.slow
 def test_a_0_14_0_project_keeps_what_later_became_features(tmp_path):
     """0.14.0 had ResNet/ViT and RandAugment/mixup in every vision project; a 0.14.0 project answered
-    `features: [onnx]` updates with every file it had: archs and recipes join its answer."""
+    `features: [onnx]` updates with every file it had: archs and recipes join its answer (and check,
+    its python -m <package> check)."""
     from test_update import _hatch_build
 
     from msscaffold import generate as _generate
@@ -291,7 +301,7 @@ def test_a_0_14_0_project_keeps_what_later_became_features(tmp_path):
     assert _update.update_project(project, vcs_ref=head) == []
     now = {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
     assert had - now == set(), sorted(had - now)[:10]
-    assert read_answers(project)["features"] == ["onnx", "loggers", "archs", "recipes"]
+    assert read_answers(project)["features"] == ["onnx", "check", "loggers", "archs", "recipes"]
 
 
 # The landed commit of 0.14.0's features work: EMA (engine/ema.py) and `python -m <pkg> check`

@@ -180,7 +180,7 @@ def new(
     features: Annotated[
         str | None,
         typer.Option(help="Optional features, comma-separated, or all / none (default: all): onnx, sweeps, "
-                     "doctor, docker, loggers; weights (vision, multimodal); archs, recipes (vision). "
+                     "doctor, check, docker, loggers, recipes; weights (vision, multimodal); archs (vision). "
                      "One line each: `msscaffold tasks`."),
     ] = None,
     data: Annotated[list[str], typer.Option("--data", "-d", help="Any template answer, KEY=VALUE.")] = [],  # noqa: B006

@@ -9,8 +9,9 @@ from pathlib import Path
 if __name__ == "__main__":
     command = sys.argv[1:2]
     here = Path(__file__).resolve().parent
-    # doctor and predict are optional features: a project generated without one says how to add it.
-    for feature, name, module in (("doctor", "doctor", "doctor.py"), ("onnx", "predict", "deploy/predict.py")):
+    # doctor, check and predict are optional features: a project generated without one says how to add it.
+    for feature, name, module in (("doctor", "doctor", "doctor.py"), ("check", "check", "check.py"),
+                                  ("onnx", "predict", "deploy/predict.py")):
         if command == [name] and not (here / module).is_file():
             print(f"{name}: not in this project (the {feature} feature): add it with `msscaffold add {feature}`",
                   file=sys.stderr)

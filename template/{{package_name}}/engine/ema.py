@@ -1,4 +1,6 @@
-"""An exponential moving average of the weights (``train.ema``: its decay; null = off).
+"""An exponential moving average of the weights (``train.ema``: its decay; null = off, and this
+module is not imported: ``loop.NoEMA``). The recipes feature's; a project without it refuses
+``train.ema`` at config load.
 
 After every optimizer step ``shadow = decay * shadow + (1 - decay) * weights``, over every
 parameter of the network, BatchNorm statistics included (as timm's ``ModelEmaV2``). The
@@ -18,10 +20,6 @@ from contextlib import contextmanager
 
 import mindspore as ms
 from mindspore import nn, ops
-
-
-def build_ema(network: nn.Cell, decay: float | None) -> EMA | NoEMA:
-    return EMA(network, decay) if decay is not None else NoEMA()
 
 
 class EMA:
@@ -77,21 +75,3 @@ class Shadow(nn.Cell):
         super().__init__(auto_prefix=False)
         self.shadow = weights.clone(prefix="ema", init="same")
 
-
-class NoEMA:
-    """``train.ema: null``: every operation does nothing (one code path in the loop)."""
-
-    holders = ()
-
-    def update(self) -> None:
-        pass
-
-    def reset(self) -> None:
-        pass
-
-    @contextmanager
-    def applied(self):
-        yield
-
-    def restored(self) -> None:
-        pass

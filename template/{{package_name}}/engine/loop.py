@@ -23,7 +23,6 @@ from mindspore import nn
 
 from . import checkpoint, config, distributed, pipeline, runtime
 from .data import Batches
-from .ema import EMA, NoEMA, build_ema
 from .errors import ConfigError, Interrupted
 from .optim import build_optimizer, current_lr, layer_scales, lr_schedule, warmup_steps
 from .progress import Hooks, Progress
@@ -52,6 +51,14 @@ class State:
     unlogged: list = field(default_factory=list)  # micro-step losses since the last log row (a resume's first row)
 
 
+class NoEMA:
+    """``train.ema: null``: no average of the weights; each operation of ``ema.EMA`` does nothing."""
+
+    holders = ()  # nothing saved beside the network
+    applied = staticmethod(nullcontext)  # nothing swapped into it
+    update = reset = restored = staticmethod(lambda: None)
+
+
 @dataclass
 class Run:
     """What the setup built, and the loop's own record of the run (``history``)."""
@@ -68,7 +75,7 @@ class Run:
     step_fn: TrainStep
     total_steps: int
     steps_per_epoch: int
-    ema: EMA | NoEMA = field(default_factory=NoEMA)  # train.ema: the average of the weights, or nothing
+    ema: Any = field(default_factory=NoEMA)  # train.ema: the average of the weights, or nothing
     state: State = field(default_factory=State)
     run_dir: Path | None = None
     resumed_from: Path | None = None
@@ -204,8 +211,13 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
     step_fn = build_train_step(model, optimizer, reducer, cfg.train, cfg.runtime.jit_level,
                                distributed.mean_reducer(comm))
     model.loss.set_train(True)
+    ema = NoEMA()
+    if cfg.train.ema is not None:  # the recipes feature's ema.py (the config refuses train.ema without it)
+        from .ema import EMA
+
+        ema = EMA(model.network, cfg.train.ema)
     run = Run(cfg, task, comm, device, data, batches, model.network, optimizer, schedule, step_fn, total_steps,
-              per_epoch, ema=build_ema(model.network, cfg.train.ema), state=State(total_steps=total_steps),
+              per_epoch, ema=ema, state=State(total_steps=total_steps),
               resumed_from=resume_path, read_every_step=runtime.reads_every_step(cfg, device))
 
     if meta is not None and is_finished(meta["state"], total_steps):  # fit says so and returns: nothing changes
@@ -304,6 +316,6 @@ def sync_running_stats(run: Run) -> None:
     """Every rank the same BatchNorm statistics: the network's and, with train.ema, the average's
     (what is evaluated and saved)."""
     distributed.average_running_stats(run.network, run.comm)
-    if isinstance(run.ema, EMA):
+    if run.ema.holders:
         with run.ema.applied():
             distributed.average_running_stats(run.network, run.comm)

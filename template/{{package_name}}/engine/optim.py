@@ -103,21 +103,12 @@ def param_groups(params: list[ms.Parameter], weight_decay: float, schedule: np.n
 
 
 def layer_scales(cfg: Optim, model, task: str) -> dict[str, float] | None:
-    """optim.layer_decay: each parameter's lr factor, decay^(L - its layer), from the task's layer
-    map (``Model.layer_id``, ``Model.num_layers``); None when layer_decay is off."""
+    """optim.layer_decay: each parameter's lr factor (``layer_decay.py``, the recipes feature); None when off."""
     if cfg.layer_decay is None:
         return None
-    if model.layer_id is None:
-        raise ConfigError(f"optim.layer_decay={cfg.layer_decay}: this {task} configuration's network has no "
-                          "layer map (your own: give it layer_id(name) -> layer and num_layers); set "
-                          "optim.layer_decay to null")
-    scales = {}
-    for name, param in model.network.parameters_and_names():  # names as the network sees them
-        layer = model.layer_id(name)
-        if not 0 <= layer <= model.num_layers:
-            raise ValueError(f"layer_id({name!r}) = {layer}, outside 0..{model.num_layers}")
-        scales[param.name] = cfg.layer_decay ** (model.num_layers - layer)
-    return scales
+    from .layer_decay import layer_scales
+
+    return layer_scales(cfg, model, task)
 
 
 def current_lr(optimizer: nn.Optimizer, schedule: np.ndarray) -> float:

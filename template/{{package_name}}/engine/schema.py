@@ -65,7 +65,7 @@ class Train(Section):
     keep_last: int = Field(0, ge=0)  # also keep the N newest step-<N>.ckpt files of save_every
     on_nonfinite: Literal["stop", "skip"] = "stop"  # fp32 NaN/inf: stop naming the step, or skip the update
     # Decay of an exponential moving average of the weights, evaluated, saved as best.ckpt and
-    # exported instead of them (engine/ema.py); null = off. Must be in (0, 1), e.g. 0.999.
+    # exported instead of them (engine/ema.py, the recipes feature); null = off. In (0, 1), e.g. 0.999.
     ema: float | None = Field(None, gt=0, lt=1)
     callbacks: list[str] = []  # "module:Class" user callbacks, see logs/callbacks.py
     monitor: str | None = None  # the eval metric that picks best.ckpt and early-stops; null: the task's
@@ -77,6 +77,13 @@ class Train(Section):
     @classmethod
     def _loss(cls, value: str | None) -> str | None:
         return value if value is None else check_name(value, ())
+
+    @field_validator("ema")
+    @classmethod
+    def _ema_feature(cls, value: float | None) -> float | None:
+        if value is not None:
+            feature("engine.ema", "recipes")
+        return value
 
 
 class Eval(Section):
@@ -105,7 +112,8 @@ class Optim(Section):
     gamma: float = Field(0.1, gt=0, le=1)
     # Layer-wise lr decay for fine-tuning (BEiT, timm, mindcv): layer i of L (0 = stem/embeddings,
     # L = head) learns at lr * layer_decay^(L - i), e.g. 0.65-0.75. null = off (1.0 is the same
-    # rates, in per-layer groups). Archs whose model gives a layer map only; in (0, 1].
+    # rates, in per-layer groups). Archs whose model gives a layer map only; in (0, 1]. The recipes
+    # feature's (engine/layer_decay.py).
     layer_decay: float | None = Field(None, gt=0, le=1)
 
     OPTIMIZERS: ClassVar[tuple[str, ...]] = ("sgd", "momentum", "adam", "adamw")
@@ -127,6 +135,13 @@ class Optim(Section):
             raise ValueError(f"optim.kwargs is for your own optimizer (optim.name: module:Class); {self.name} "
                              "takes optim.lr, weight_decay, momentum, nesterov")
         return self
+
+    @field_validator("layer_decay")
+    @classmethod
+    def _layer_decay_feature(cls, value: float | None) -> float | None:
+        if value is not None:
+            feature("engine.layer_decay", "recipes")
+        return value
 
     @field_validator("warmup_ratio")
     @classmethod

@@ -12,7 +12,7 @@ BatchNorm (the engine then warns that accumulation is approximate).
 
 ``conv``: the convolution class, ``nn.Conv2d`` or ``fast_conv.FastConv2d`` (same parameters,
 faster backward on CPU; ``model.fast_conv``). ``drop_path``: stochastic depth on each residual
-block's body (``drop_path.py``).
+block's body (``drop_path.py``, the recipes feature; 0: none, and that module is not needed).
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from __future__ import annotations
 import math
 
 from mindspore import nn, ops
-
-from .drop_path import DropPath, block_rates
 
 STAGE_INPUT = 8  # the side length the stem reduces images to
 
@@ -35,12 +33,22 @@ def conv_norm_relu(in_ch: int, out_ch: int, stride: int, norm: str, conv=nn.Conv
             norm_layer(norm, out_ch), nn.ReLU()]
 
 
-class ResidualBlock(nn.Cell):
-    """conv-norm-ReLU-conv-norm plus a shortcut (1x1 conv when the shape changes)."""
+def drop_paths(drop_path: float, blocks: int) -> list[nn.Cell]:
+    """Each residual block's stochastic depth (``model.drop_path``): the identity when it is 0."""
+    if not drop_path:
+        return [nn.Identity() for _ in range(blocks)]
+    from .drop_path import DropPath, block_rates
 
-    def __init__(self, in_ch: int, out_ch: int, stride: int, norm: str, conv=nn.Conv2d, drop: float = 0.0):
+    return [DropPath(rate) for rate in block_rates(drop_path, blocks)]
+
+
+class ResidualBlock(nn.Cell):
+    """conv-norm-ReLU-conv-norm plus a shortcut (1x1 conv when the shape changes); ``drop``: the
+    stochastic depth of the body (none: the identity)."""
+
+    def __init__(self, in_ch: int, out_ch: int, stride: int, norm: str, conv=nn.Conv2d, drop=None):
         super().__init__()
-        self.drop_path = DropPath(drop)
+        self.drop_path = drop if drop is not None else nn.Identity()
         self.body = nn.SequentialCell(
             conv(in_ch, out_ch, 3, stride=stride, pad_mode="same", has_bias=False),
             norm_layer(norm, out_ch), nn.ReLU(),
@@ -64,7 +72,7 @@ class SmallCNN(nn.Cell):
     def __init__(self, channels: int, image_size: int, widths: list[int], blocks_per_stage: int, norm: str,
                  conv=nn.Conv2d, drop_path: float = 0.0):
         super().__init__()
-        drops = iter(block_rates(drop_path, len(widths) * blocks_per_stage))
+        drops = iter(drop_paths(drop_path, len(widths) * blocks_per_stage))
         layers = conv_norm_relu(channels, widths[0], 1, norm, conv)
         for _ in range(stem_halvings(image_size)):
             layers += conv_norm_relu(widths[0], widths[0], 2, norm, conv)

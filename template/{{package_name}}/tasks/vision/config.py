@@ -58,7 +58,7 @@ class ModelConfig(Section):
     blocks_per_stage: int = Field(1, gt=0)  # small_cnn
     norm: Literal["group", "batch"] = "group"  # small_cnn; group: accumulation/data parallel exact
     dropout: float = Field(0.0, ge=0, lt=1)
-    drop_path: float = Field(0.0, ge=0, lt=1)  # stochastic depth of the last residual block (timm: 0.05-0.1)
+    drop_path: float = Field(0.0, ge=0, lt=1)  # stochastic depth, last residual block (timm: 0.05-0.1); recipes
     pretrained: str | None = None  # checkpoint to start from (backbone weights)
     freeze_backbone: bool = False  # fine-tune only the classifier head
     fast_conv: Literal["auto"] | bool = False  # models/fast_conv.py (archs): auto = on CPU
@@ -76,6 +76,13 @@ class ModelConfig(Section):
     def _arch(cls, value: str) -> str:
         if check_name(value, cls.ARCHS) != "small_cnn" and not is_spec(value):  # ResNet, ViT: the archs feature
             feature("models.resnet" if value.startswith("resnet") else "models.vit", "archs")
+        return value
+
+    @field_validator("drop_path")
+    @classmethod
+    def _drop_path(cls, value):
+        if value:
+            feature("models.drop_path", "recipes")
         return value
 
     @field_validator("fast_conv")
