@@ -180,8 +180,8 @@ def new(
     features: Annotated[
         str | None,
         typer.Option(help="Optional features, comma-separated, or all / none (default: all): onnx, sweeps, "
-                     "doctor, docker, loggers; weights (vision, multimodal); archs, recipes (vision). "
-                     "One line each: `msscaffold tasks`."),
+                     "doctor, docker, loggers; weights (vision, multimodal); archs, recipes, folders "
+                     "(vision). One line each: `msscaffold tasks`."),
     ] = None,
     data: Annotated[list[str], typer.Option("--data", "-d", help="Any template answer, KEY=VALUE.")] = [],  # noqa: B006
     template: Annotated[str | None, typer.Option(help="Template path or git URL.")] = None,

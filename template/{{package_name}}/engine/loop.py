@@ -21,7 +21,7 @@ from typing import Any
 
 from mindspore import nn
 
-from . import checkpoint, config, distributed, pipeline, runtime
+from . import checkpoint, config, distributed, runtime
 from .data import Batches
 from .ema import EMA, NoEMA, build_ema
 from .errors import ConfigError, Interrupted
@@ -177,7 +177,7 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
                           f"{f' ({caps.reason})' if caps.reason else ''}; run it as one process")
     data = task.load_data(cfg)
     batches = Batches(data.train, cfg.train.batch_size, cfg.seed, comm,
-                      workers=pipeline.resolve_workers(cfg.data.workers), accumulation=cfg.train.grad_accum_steps)
+                      workers=runtime.resolve_workers(cfg.data.workers), accumulation=cfg.train.grad_accum_steps)
     per_epoch = len(batches) // cfg.train.grad_accum_steps  # whole steps: Batches rounds the epoch up to them
 
     total_steps = config.check_run_length(cfg, cfg.train.max_steps or cfg.train.epochs * per_epoch, per_epoch)
