@@ -44,7 +44,10 @@ def worker(folder: str, workers: int, path: str) -> dict:
     from vision.images.files import ImageFiles, ImageTransform
     from vision.tasks import load_config
     from vision.tasks.vision.augment import Augment, Recipe
-    from vision.tasks.vision.data import AugmentedFiles, list_folder
+    try:  # since the folders feature, a folder's listing and sources are folders.py's
+        from vision.tasks.vision.folders import AugmentedFiles, list_folder
+    except ImportError:
+        from vision.tasks.vision.data import AugmentedFiles, list_folder
 
     try:  # since the recipes feature, RandAugment's rows and colour ops are recipes.py's
         from vision.tasks.vision.recipes import FullRecipe as Recipe  # noqa: F811

@@ -27,6 +27,7 @@ MARKERS = {
     "weights": "convert_weights.py",
     "archs": "demo/models/resnet.py",
     "recipes": "demo/engine/ema.py",
+    "folders": "demo/tasks/vision/folders.py",
 }
 
 
@@ -92,6 +93,13 @@ def test_lean_render_has_no_optional_file_no_dangling_import_and_lints(tmp_path,
         "demo/tasks/vision/task.py: from .recipes import RecipeAugment as cell",
         "demo/tasks/vision/task.py: from .mixing import MixingLoss",
         "demo/tasks/vision/data.py: from .recipes import FullRecipe",
+        # vision: the config refuses a folder as data.path without the folders feature
+        "demo/tasks/vision/data.py: from .folders import check_not_the_digits_settings, measure, train_files",
+        "demo/tasks/vision/data.py: from .folders import labels_by_name",
+        "demo/tasks/vision/data.py: from .folders import list_folder",
+        "demo/tasks/vision/task.py: from .folders import folder_logits",
+        # ... and only a folder's files reach the engine as an ExampleSource, streamed by pipeline.py
+        "demo/engine/data.py: from .pipeline import batches",
     }
     assert set(dangling_imports(project)) <= guarded
     for command, feature in (("doctor", "doctor"), ("check", "check"), ("predict", "onnx")):
@@ -112,18 +120,19 @@ def test_defaults_choose_every_feature_and_a_list_chooses_those(tmp_path):
     full = generate(tmp_path, "vision", name="full", git=False)
     assert read_answers(full)["features"] == offered("vision")
     some = generate(tmp_path, "vision", name="demo", git=False, features="sweeps,onnx")
-    assert read_answers(some)["features"] == ["onnx", "sweeps"]
-    assert {n for n, rel in MARKERS.items() if (some / rel).exists()} == {"onnx", "sweeps"}
+    assert read_answers(some)["features"] == ["onnx", "sweeps", "folders"]  # predict serves the folders' view
+    assert {n for n, rel in MARKERS.items() if (some / rel).exists()} == {"onnx", "sweeps", "folders"}
     readme = (some / "README.md").read_text("utf-8")
     assert "## Hyper-parameter sweeps" in readme and "predict --onnx" in readme and "## Docker" not in readme
 
 
-def test_weights_brings_the_archs_it_imports_into(tmp_path):
+def test_weights_brings_the_archs_it_imports_into_and_the_folders_it_fine_tunes_on(tmp_path):
     project = generate(tmp_path, "vision", git=False, features="weights")
-    assert read_answers(project)["features"] == ["weights", "archs"]
+    assert read_answers(project)["features"] == ["weights", "archs", "folders"]
     assert (project / MARKERS["archs"]).is_file() and not (project / MARKERS["recipes"]).exists()
     assert (project / "demo/models/drop_path.py").is_file()  # the archs' blocks use it
     assert not (project / "demo/tasks/vision/recipes.py").exists()
+    assert (project / MARKERS["folders"]).is_file() and (project / "tests/test_vision_folders.py").is_file()
     readme = (project / "README.md").read_text("utf-8")
     assert "`recipes` (" in readme and "`archs` (" not in readme  # the note's "Not here" list
 
@@ -204,9 +213,9 @@ def test_add_brings_a_feature_keeps_the_edits_and_refuses_bad_input(tmp_path, ta
     assert result.returncode == 0, result.stderr
     assert "Added onnx" in result.stdout
     for rel in ("proj/deploy/onnx.py", "proj/deploy/onnx_ops.py", "proj/deploy/predict.py",
-                "tests/test_onnx.py"):
+                "tests/test_onnx.py", "proj/tasks/vision/folders.py"):  # predict serves folders' eval view
         assert (project / rel).is_file(), rel
-    assert read_answers(project)["features"] == ["onnx"]
+    assert read_answers(project)["features"] == ["onnx", "folders"]
     assert read_answers(project)["_commit"] == "v1.0.0"  # re-answered at the same version
     assert '"""Mine. MINDIR export' in (project / "proj" / "deploy" / "export.py").read_text("utf-8")
     readme = (project / "README.md").read_text("utf-8")
@@ -230,7 +239,8 @@ def test_add_brings_a_feature_keeps_the_edits_and_refuses_bad_input(tmp_path, ta
     update = msscaffold("update", cwd=project)
     assert update.returncode == 0, update.stderr
     assert (project / "NEW.md").is_file() and not (project / "sweep.py").exists()
-    assert read_answers(project)["features"] == ["onnx"] and read_answers(project)["_commit"] == "v1.1.0"
+    assert read_answers(project)["features"] == ["onnx", "folders"]
+    assert read_answers(project)["_commit"] == "v1.1.0"
 
 
 @pytest.mark.slow
@@ -281,8 +291,8 @@ def test_a_0_13_0_project_updates_with_every_file_it_had(tmp_path):
 @pytest.mark.slow
 def test_a_0_14_0_project_keeps_what_later_became_features(tmp_path):
     """0.14.0 had ResNet/ViT and RandAugment/mixup in every vision project; a 0.14.0 project answered
-    `features: [onnx]` updates with every file it had: archs and recipes join its answer (and check,
-    its python -m <package> check)."""
+    `features: [onnx]` updates with every file it had: archs, recipes and folders join its answer (and
+    check, its python -m <package> check)."""
     from test_update import _hatch_build
 
     from msscaffold import generate as _generate
@@ -301,7 +311,7 @@ def test_a_0_14_0_project_keeps_what_later_became_features(tmp_path):
     assert _update.update_project(project, vcs_ref=head) == []
     now = {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
     assert had - now == set(), sorted(had - now)[:10]
-    assert read_answers(project)["features"] == ["onnx", "check", "loggers", "archs", "recipes"]
+    assert read_answers(project)["features"] == ["onnx", "check", "loggers", "archs", "recipes", "folders"]
 
 
 # The landed commit of 0.14.0's features work: EMA (engine/ema.py) and `python -m <pkg> check`

@@ -95,7 +95,7 @@ SHARED_TESTS = {
     "tests/test_run_integrity.py": FAULTS,  # the run folder's guarantees: engine code, alike in every project
     "tests/test_check.py": ENGINE_ONCE,  # python -m <package> check: engine and entry scripts, ~1 min
     # nlp runs its msrun pair on chat data (per-token loss: the token count is all-reduced too),
-    # vision on a streamed image folder (test_vision_data.py): the generic pair in the other two
+    # vision on a streamed image folder (test_vision_folders.py): the generic pair in the other two
     "tests/test_distributed.py::test_two_msrun_workers_match_one_process": ("recommender", "multimodal"),
     # the run folder, resume and the log stream: engine and CLI code that no task changes
     "tests/test_logging.py::test_piped_stdout_is_plain_lines_and_train_log_keeps_them": ENGINE_ONCE,

@@ -77,4 +77,6 @@ def parse_features(text: str, config: dict | None, task: str) -> list[str]:
                                   f"{', '.join(offered) or 'none'} (or all, none)")
     if "weights" in words and "archs" in offered:  # weights import into the archs (vision): it brings them
         words.append("archs")
+    if {"onnx", "weights"} & set(words) and "folders" in offered:  # vision: predict serves the folders'
+        words.append("folders")  # eval view, published weights fine-tune on photos: both bring them
     return [name for name in offered if name in words]

@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import jinja2
-
 import yaml
 from copier import Settings, run_update
 from pathspec import PathSpec
@@ -18,8 +17,14 @@ from msscaffold.generate import ANSWERS_FILE, _copier_call, _one_line
 from msscaffold.gitcmd import git, toplevel
 from msscaffold.moves import follow_moves
 from msscaffold.rollback import rolled_back
-from msscaffold.source import (TemplateSource, check_commit, check_no_nested_repo, copier_config, for_update,
-                               read_text)
+from msscaffold.source import (
+    TemplateSource,
+    check_commit,
+    check_no_nested_repo,
+    copier_config,
+    for_update,
+    read_text,
+)
 from msscaffold.tasks import features as task_features
 from msscaffold.tasks import parse_features
 
@@ -107,7 +112,8 @@ def excluded_by(source: TemplateSource, answers: dict):
     """``features -> PathSpec`` of the files the template at ``source`` leaves out of a project of
     ``answers`` with those features (its ``_partials/features.jinja``, as Copier's ``_exclude``)."""
     env = jinja2.Environment(loader=jinja2.FunctionLoader(lambda name: read_text(source, name)))
-    facts = env.from_string("{% import 'template/_partials/' ~ task ~ '/config.jinja' as t %}{{ t.weights_script }}")
+    facts = env.from_string("{% import 'template/_partials/' ~ task ~ '/config.jinja' as t %}"
+                            "{{ t.weights_script }}")
     context = {**answers, "weights_script": facts.render(task=answers.get("task"))}
     features_jinja = env.from_string("{% include 'template/_partials/features.jinja' ignore missing %}")
 

@@ -4,7 +4,8 @@ The order of epoch ``e`` depends only on (seed, e), and a source gives the same 
 same (index, epoch) every time, so a resumed run can jump to any (epoch, batch) position and see
 exactly the batches an uninterrupted run would. Arrays in memory and ``TrainSource`` rows
 are taken directly (fastest for small data); an ``ExampleSource`` streams the same indices,
-in the same order, through ``mindspore.dataset`` workers (``engine/pipeline.py``).
+in the same order, through ``mindspore.dataset`` workers (``engine/pipeline.py``, imported
+where one is met: a project that trains on arrays alone may not have it).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from collections.abc import Iterator
 import numpy as np
 from mindspore import Tensor
 
-from . import pipeline
 from .errors import DataError
 from .task import Comm, ExampleSource, TrainSource
 
@@ -60,9 +60,11 @@ class Batches:
         # Strided shard (as MindSpore's samplers): batch i of every rank together is exactly
         # batch i of a single process with batch_size * world_size.
         mine = order[self.comm.rank::self.comm.size]
-        if pipeline.is_streamed(self.source):
+        if hasattr(self.source, "read"):  # an ExampleSource: streamed
+            from .pipeline import batches
+
             b = self.batch_size
-            for batch in pipeline.batches(self.source, mine[start * b:len(self) * b], epoch, b, self.workers):
+            for batch in batches(self.source, mine[start * b:len(self) * b], epoch, b, self.workers):
                 yield tuple(Tensor(column) for column in batch)
             return
         # A source that makes rows on demand may ask for several batches per take() (its

@@ -21,7 +21,7 @@ from typing import Any
 
 from mindspore import nn
 
-from . import checkpoint, config, distributed, pipeline, runtime
+from . import checkpoint, config, distributed, runtime
 from .data import Batches
 from .errors import ConfigError, Interrupted
 from .optim import build_optimizer, current_lr, layer_scales, lr_schedule, warmup_steps
@@ -184,7 +184,7 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
                           f"{f' ({caps.reason})' if caps.reason else ''}; run it as one process")
     data = task.load_data(cfg)
     batches = Batches(data.train, cfg.train.batch_size, cfg.seed, comm,
-                      workers=pipeline.resolve_workers(cfg.data.workers), accumulation=cfg.train.grad_accum_steps)
+                      workers=runtime.resolve_workers(cfg.data.workers), accumulation=cfg.train.grad_accum_steps)
     per_epoch = len(batches) // cfg.train.grad_accum_steps  # whole steps: Batches rounds the epoch up to them
 
     total_steps = config.check_run_length(cfg, cfg.train.max_steps or cfg.train.epochs * per_epoch, per_epoch)

@@ -29,21 +29,6 @@ from .task import ExampleSource
 DUMPED_IMAGE = Path("abnormal_image.jpg")
 
 
-def resolve_workers(workers: int | str, ranks: int | None = None) -> int:
-    """``data.workers``: a count, or ``auto``: this process's share of the cores, at most 8
-    (more rarely pays off for image decoding and each worker holds its own prefetched rows).
-    The cores are shared by the msrun ranks, assumed on this machine (on several machines, set
-    a count)."""
-    if workers != "auto":
-        return int(workers)
-    ranks = ranks or int(os.environ.get("MS_WORKER_NUM", "1") or 1)
-    return max(1, min((os.cpu_count() or 1) // ranks, 8))
-
-
-def is_streamed(source) -> bool:
-    return hasattr(source, "read")
-
-
 class _Epoch:
     """The random-access view ``GeneratorDataset`` reads: the source at one epoch (its
     augmentation draws depend on (seed, epoch, index), never on which worker reads it)."""

@@ -156,3 +156,14 @@ def _bfloat16_runs() -> bool:
         return bool(np.isfinite((x @ x).astype(ms.float32).asnumpy()).all())
     except (RuntimeError, TypeError, ValueError):  # no bfloat16 kernel on this device (e.g. GPU before sm_80)
         return False
+
+
+def resolve_workers(workers: int | str, ranks: int | None = None) -> int:
+    """``data.workers``: a count, or ``auto``: this process's share of the cores, at most 8
+    (more rarely pays off for image decoding and each worker holds its own prefetched rows).
+    The cores are shared by the msrun ranks, assumed on this machine (on several machines, set
+    a count)."""
+    if workers != "auto":
+        return int(workers)
+    ranks = ranks or int(os.environ.get("MS_WORKER_NUM", "1") or 1)
+    return max(1, min((os.cpu_count() or 1) // ranks, 8))

@@ -1,2 +1,3 @@
-"""Reading images (decode, folders and files streamed through mindspore.dataset, transforms):
-rendered only in projects whose task reads images."""
+"""Reading images: ``arrays.py`` (an .npz, your loader's arrays), ``decode.py`` (files, with
+Pillow) and ``files.py`` (files streamed through mindspore.dataset). Rendered for the tasks that
+read images; in vision, the last two are the ``folders`` feature."""

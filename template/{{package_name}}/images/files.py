@@ -13,7 +13,6 @@ a resumed run and any number of workers see exactly the same crops.
 from __future__ import annotations
 
 import io
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from PIL import Image
 
 from ..engine import pipeline
 from ..engine.errors import DataError
+from .arrays import image_rng
 from .decode import BMP, JPEG, PNG, open_image
 
 # What MindSpore's decoder reads (GIF and WebP are not among them: convert those first).
@@ -147,15 +147,6 @@ class CropAndFlip:
         if self.flip and crop[4] < 0.5:
             out = out[:, ::-1]
         return np.ascontiguousarray(out)
-
-
-def image_rng(seed: int, epoch: int, index: int, stream: str) -> random.Random:
-    """The generator of one image's random draws in ``stream``, a function of (seed, epoch,
-    index) alone: the same in any worker, on any rank and after a resume. Python's Mersenne
-    Twister seeded from the numbers as text (through SHA-512: distinct images get unrelated
-    streams) takes ~5 us to make; NumPy's ``default_rng([...])`` ~50 us, a third of the input
-    pipeline's per-image reading time (``benchmarks/bench_augment.py``)."""
-    return random.Random(f"{seed}/{epoch}/{index}/{stream}")
 
 
 def read_bytes(file: str) -> np.ndarray:

@@ -27,10 +27,10 @@ import numpy as np
 
 from ...engine.arrays import normalise, stratified_split
 from ...engine.errors import DataError
-from ...engine.pipeline import resolve_workers
+from ...engine.runtime import resolve_workers
 from ...engine.task import Data
-from ...images.decode import read_npz
-from ...images.files import ImageFiles, ImageTransform, image_rng, statistics
+from ...images.arrays import image_rng, read_npz
+from ...images.files import ImageFiles, ImageTransform, statistics
 from .captions import build_vocab, encode, words
 from .config import DataConfig
 

@@ -8,7 +8,7 @@ from mindspore import Tensor, nn
 from ...engine import checkpoint
 from ...engine.arrays import budget, compiled
 from ...engine.errors import CheckpointError
-from ...engine.pipeline import resolve_workers
+from ...engine.runtime import resolve_workers
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from ...images.files import predict_files
 from ...models.backbones import BACKBONES

@@ -1,8 +1,8 @@
 """Vision: image classification with a small ResNet-style CNN; metric: accuracy.
 
 Default data: the 8x8 handwritten digits embedded in ``data/digits.npz``. Your own data:
-an ImageFolder directory (one sub-folder per class, PNG/JPEG) or an ``.npz`` with
-``images`` (N, H, W[, C]) and ``labels`` (N,).
+an ``.npz`` with ``images`` (N, H, W[, C]) and ``labels`` (N,), your own loader (``data.path:
+module:function``) or, with the ``folders`` feature, a folder of photos (one sub-folder per class).
 """
 
 from .config import TaskConfig

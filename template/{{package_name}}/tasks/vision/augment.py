@@ -29,7 +29,7 @@ import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn, ops
 
-from ...images.files import image_rng
+from ...images.arrays import image_rng
 
 # The row of one image: affine (6), colour (7), erase (on, y0, y1, x0, x1), mix (kind, lam, y0, y1, x0, x1);
 # colour, erase and mix are the recipes feature's (recipes.py): neutral here.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
@@ -11,7 +12,7 @@ from ...engine.seams import check_name, feature, is_spec
 
 
 class DataConfig(DataSection):
-    path: str = "data/digits.npz"  # .npz (images, labels), an ImageFolder directory, or module:function (data.py)
+    path: str = "data/digits.npz"  # .npz (images, labels), module:function (data.py) or a folder (folders feature)
     image_size: int = Field(8, gt=0)  # images are resized to image_size x image_size
     channels: Literal[1, 3] = 1  # 1: grayscale, 3: RGB
     eval_fraction: float = Field(0.2, gt=0, lt=1)  # held out for evaluation (stratified)
@@ -31,6 +32,13 @@ class DataConfig(DataSection):
     mean: list[float] | None = None
     std: list[PositiveFloat] | None = None
     stats_sample: int = Field(500, gt=0)
+
+    @field_validator("path")
+    @classmethod
+    def _folders_feature(cls, value: str) -> str:  # a folder of photos: the folders feature's
+        if Path(value).is_dir():
+            feature("tasks.vision.folders", "folders")
+        return value
 
     @field_validator("auto_augment", "color_jitter", "random_erase", "mixup", "cutmix")
     @classmethod

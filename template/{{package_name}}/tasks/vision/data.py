@@ -1,14 +1,14 @@
-"""Vision data: an ImageFolder listed and streamed, or an .npz held in memory; split and normalised.
+"""Vision data: an .npz (or your own loader's arrays) held in memory, or a folder of photos
+(the ``folders`` feature, ``folders.py``); split and normalised.
 
-An ImageFolder is only listed here (paths + labels): files are decoded, resized and
-normalised batch by batch in ``mindspore.dataset`` workers (``images/files.py``), so
-memory does not grow with the number of images. An ``.npz`` (e.g. the embedded digits) is
-small: it is decoded once and batched from memory, the fastest path for small data.
+An ``.npz`` (e.g. the embedded digits) is small: it is decoded once and batched from memory,
+the fastest path for small data. A folder of photos is only listed (``folders.py``): its files
+are decoded, resized and normalised batch by batch in ``mindspore.dataset`` workers, so memory
+does not grow with the number of images.
 
-Augmented training (``augment.py``): both kinds hand the train step raw images (a folder's as
-uint8 pixels at the shorter side ``round(image_size / eval_crop)``, centre square; an .npz's in
-[0, 1]) plus one row of augmentation numbers per image, drawn from (seed, epoch, index); the
-step augments them.
+Augmented training (``augment.py``): the train step gets raw images (an .npz's in [0, 1]; a
+folder's as uint8 pixels) plus one row of augmentation numbers per image, drawn from (seed,
+epoch, index); the step augments them.
 """
 
 from __future__ import annotations
@@ -20,51 +20,43 @@ import numpy as np
 
 from ...engine import checkpoint, seams
 from ...engine.arrays import normalise, stratified_split
-from ...engine.config import read_yaml
 from ...engine.errors import DataError
-from ...engine.pipeline import resolve_workers
 from ...engine.seams import is_spec
 from ...engine.task import Data
-from ...images.decode import IMAGE_SUFFIXES, image_arrays, open_image, read_npz
-from ...images.files import STREAM_SUFFIXES, ImageFiles, ImageTransform, statistics
+from ...images.arrays import image_arrays, read_npz
 from .augment import Recipe
 
 
 def load_data(cfg) -> Data:
     kind, examples, labels, classes = read_examples(cfg)
     check_classes(classes, cfg)
-    if kind == "image":
-        check_every_class(labels, cfg.data.path)
-    else:
-        check_not_the_digits_settings(examples[0], cfg)
-    train_idx, eval_idx = stratified_split(labels, len(labels), cfg.data.eval_fraction, cfg.seed)
     d = cfg.data
-    if kind == "image":  # an .npz, decoded: normalised in memory
+    if kind == "file":  # a folder of photos, listed (the folders feature: folders.py)
+        from .folders import check_not_the_digits_settings, measure, train_files
+
+        check_not_the_digits_settings(examples[0], cfg)
+    else:
+        check_every_class(labels, d.path)
+    train_idx, eval_idx = stratified_split(labels, len(labels), d.eval_fraction, cfg.seed)
+    if kind == "file":  # streamed and transformed batch by batch
+        mean, std = normalisation(cfg, lambda: measure(examples[train_idx], cfg))
+    else:  # an .npz, decoded: normalised in memory
         images = examples
         mean, std = normalisation(cfg, lambda: (float(images[train_idx].mean()), float(images[train_idx].std()) or 1.0))
-    else:  # an image folder, listed: streamed and transformed batch by batch
-        mean, std = normalisation(cfg, lambda: statistics(examples[train_idx], d.image_size, d.channels, d.stats_sample,
-                                                          cfg.seed, resolve_workers(d.workers), d.eval_crop))
     augment = d.augment if d.augment != "auto" else "none" if kind == "image" else "crop_flip"
     # An .npz is never cropped: its eval view (what predict and eval.py make of an image file) is the
     # whole image, resized; a folder's is the centre crop the pipeline takes.
     meta = {"classes": classes, "image_size": d.image_size, "channels": d.channels, "mean": mean, "std": std,
             "eval_crop": d.eval_crop if kind == "file" else 1.0, "data_path": d.path, "augment": augment}
     recipe = train_recipe(cfg, meta)
-    if kind == "image":
+    if kind == "file":
+        train = train_files(examples[train_idx], labels[train_idx], meta, recipe, cfg)
+    else:
         # On the device, raw [0, 1] images; else normalised here once.
         train_images = images[train_idx] if recipe.on_device else normalise(images[train_idx], meta)
         train = {"image": train_images, "label": labels[train_idx]}
         if recipe.active:  # + a row of augmentation numbers per image
             train = AugmentedArrays(train_images, labels[train_idx], recipe)
-    else:
-        if recipe.on_device:  # the shorter side to base, centre square, uint8: Augment does the rest
-            transform = ImageTransform(recipe.base, d.channels, eval_crop=1.0, raw=True)
-        else:  # crop + flip (if any) in the pipeline, as the eval transform otherwise
-            transform = ImageTransform.of(meta, augment=augment, min_crop=d.min_crop, seed=cfg.seed)
-        train = ImageFiles(examples[train_idx], {"label": labels[train_idx]}, transform)
-        if recipe.active:
-            train = AugmentedFiles(train, recipe)
     # Eval stays raw (images in [0, 1], or a listing): evaluate() prepares it with the meta in
     # force, which is the training run's own when eval.py scores a checkpoint on other data.
     return Data(train=train, eval={kind: examples[eval_idx], "label": labels[eval_idx]}, meta=meta)
@@ -81,7 +73,9 @@ def load_eval_data(cfg, meta: dict) -> Data:
       class indices, as in training.
     """
     kind, examples, labels, classes = read_examples(cfg)
-    if kind == "file":
+    if kind == "file":  # the folders feature
+        from .folders import labels_by_name
+
         labels = labels_by_name(labels, classes, meta["classes"], cfg.data.path)
     elif (beyond := np.flatnonzero(labels >= len(meta["classes"]))).size:
         raise DataError(f"{cfg.data.path}: labels[{beyond[0]}] = {labels[beyond[0]]} is not one of the checkpoint's "
@@ -98,7 +92,9 @@ def read_examples(cfg) -> tuple[str, np.ndarray, np.ndarray, list[str]]:
     """``("image", images, labels, classes)`` of an .npz (float32 (N, C, H, W) in [0, 1]) or
     ``("file", paths, labels, classes)`` of an image folder (listed, nothing decoded)."""
     path = Path(cfg.data.path)
-    if path.is_dir():
+    if path.is_dir():  # the folders feature (the config refuses a folder without it)
+        from .folders import list_folder
+
         return ("file", *list_folder(path))
     if path.suffix == ".npz" and path.is_file():
         images, labels = read_npz(path, cfg.data.image_size, cfg.data.channels)
@@ -144,27 +140,6 @@ def train_recipe(cfg, meta: dict) -> Recipe:
     return recipe
 
 
-class AugmentedFiles:
-    """An ``ImageFiles`` with the augmentation row as a last column. When the device augments,
-    the files decode to raw base squares (uint8 RGB): a pipeline of C++ ops only (it scales with workers)."""
-
-    def __init__(self, images: ImageFiles, recipe: Recipe):
-        self.images, self.recipe, self.files = images, recipe, images.files
-        self.columns, self.outputs = (*images.columns, "augment"), (*images.outputs, "augment")
-
-    def __len__(self) -> int:
-        return len(self.images)
-
-    def read(self, index: int, epoch: int) -> tuple[np.ndarray, ...]:
-        return (*self.images.read(index, epoch), self.recipe.draw(index, epoch))
-
-    def operations(self) -> list:
-        return self.images.operations()
-
-    def check(self, index: int) -> None:
-        self.images.check(index)
-
-
 class AugmentedArrays:
     """Decoded images (an .npz; raw when the device augments) with their augmentation rows: a ``TrainSource``."""
 
@@ -179,45 +154,11 @@ class AugmentedArrays:
         return self.images[indices], self.labels[indices], rows
 
 
-def labels_by_name(labels: np.ndarray, classes: list[str], known: list[str], path: str) -> np.ndarray:
-    """Folder labels (positions in ``classes``) -> positions in ``known``, a checkpoint's classes."""
-    unknown = [name for name in classes if name not in known]
-    if unknown:
-        listed = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
-        raise DataError(f"data.path={path!r}: class {unknown[0]!r} is not one of the checkpoint's "
-                        f"{len(known)} classes ({listed})")
-    return np.asarray([known.index(name) for name in classes], np.int32)[labels]
-
-
 def check_every_class(labels: np.ndarray, path: str) -> None:
     """An .npz's classes are 0 to its largest label: one with no example is a numbering mistake."""
     if (empty := np.flatnonzero(np.bincount(labels) == 0)).size:
         raise DataError(f"{path}: labels has no example of class {empty[0]} (labels run 0-{labels.max()}, "
                         f"{empty.size} class(es) empty): number the classes 0 to K-1 without gaps")
-
-
-# The embedded digits' data.image_size and data.channels, the generated config's defaults.
-DIGITS_SETTINGS = (8, 1)
-
-
-def check_not_the_digits_settings(first: str, cfg) -> None:
-    """A folder of photos with the digits' 8x8 grey settings left in the config would train on
-    8x8 grey thumbnails without a word: refused, saying what to set (``--set`` them to keep them)."""
-    if (cfg.data.image_size, cfg.data.channels) != DIGITS_SETTINGS or not cfg.origin.get("files"):
-        return  # (no files: a config rebuilt from a checkpoint, whose run passed this check)
-    chosen = {item.partition("=")[0] for item in cfg.origin.get("overrides", [])}
-    for layer in cfg.origin["files"][1:]:  # an experiment file over config.yaml that sets them chose them
-        chosen |= {f"data.{key}" for key in (read_yaml(Path(layer)).get("data") or {})}
-    if chosen & {"data.image_size", "data.channels"}:
-        return
-    with open_image(Path(first)) as image:
-        colour, (w, h) = image.mode not in ("1", "L", "LA", "I", "I;16", "F"), image.size
-    if colour or min(w, h) > 2 * DIGITS_SETTINGS[0]:
-        size = min(64, min(w, h))
-        raise DataError(f"data.path={cfg.data.path!r} holds {'colour' if colour else 'grey'} images ({first}: {w}x{h}) "
-                        f"but data.image_size=8 and data.channels=1 are the embedded digits' settings: set yours, "
-                        f"e.g. --set data.image_size={size} --set data.channels={3 if colour else 1} "
-                        "(--set them to 8 and 1 to train on 8x8 grey as they are)")
 
 
 def check_classes(classes: list[str], cfg) -> None:
@@ -236,24 +177,3 @@ def normalisation(cfg, measure: Callable[[], tuple]) -> tuple:
     if cfg.data.mean is not None and cfg.data.std is not None:
         return cfg.data.mean, cfg.data.std
     return measure()
-
-
-def list_folder(root: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Image paths (sorted per class), int32 labels and class names (the sub-folder names, sorted)."""
-    classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))  # not .ipynb_*
-    if not classes:
-        raise DataError(f"{root}: an image folder needs one sub-folder per class")
-    files, labels = [], []
-    for label, name in enumerate(classes):
-        before = len(files)
-        for file in sorted((root / name).iterdir()):
-            suffix = file.suffix.lower()
-            if suffix in IMAGE_SUFFIXES - STREAM_SUFFIXES:
-                raise DataError(f"{file}: {suffix} images are not read here; convert them to PNG or JPEG")
-            if suffix in STREAM_SUFFIXES:
-                files.append(str(file))
-                labels.append(label)
-        if len(files) == before:  # a class the model could never learn: a mistake, not a class
-            raise DataError(f"{root / name}: a class folder with no images ({', '.join(sorted(STREAM_SUFFIXES))}); "
-                            "fill it or remove it")
-    return np.asarray(files), np.asarray(labels, np.int32), classes

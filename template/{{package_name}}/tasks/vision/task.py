@@ -8,10 +8,8 @@ from mindspore import Tensor, nn, ops
 from ...engine import checkpoint, seams
 from ...engine.arrays import budget, compiled, normalise, predict
 from ...engine.errors import CheckpointError, DataError
-from ...engine.pipeline import resolve_workers
 from ...engine.seams import is_spec, your_metrics
 from ...engine.task import Capabilities, Comm, Data, Model, Task
-from ...images.files import predict_files
 from ...models.backbones import backbone
 from .augment import Augment, RecipeLoss
 from .config import ModelConfig
@@ -102,8 +100,10 @@ def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
                         f"the model knows {len(data.meta['classes'])}")
     rows = budget(len(data.eval["label"]), cfg.eval.max_examples, cfg.seed)
     forward = compiled(network, cfg.train.jit)  # compiled once per network, reused by every evaluation
-    if "file" in data.eval:
-        logits = predict_files(forward, data.eval["file"], data.meta, rows, resolve_workers(cfg.data.workers))
+    if "file" in data.eval:  # a folder of photos (the folders feature)
+        from .folders import folder_logits
+
+        logits = folder_logits(forward, data.eval["file"], data.meta, rows, cfg)
     else:
         logits = predict(forward, data.eval["image"], rows=rows, prepare=lambda batch: normalise(batch, data.meta))
     labels = data.eval["label"][rows]
