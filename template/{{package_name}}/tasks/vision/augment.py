@@ -1,4 +1,5 @@
-"""Train-time augmentation: every random number drawn on the host, the pixel ops on the device.
+"""Train-time augmentation (the ``recipes`` feature): every random number drawn on the host, the
+pixel ops on the device.
 
 A Python op per image in ``mindspore.dataset`` holds the GIL, so an augmented input pipeline
 stops scaling with ``data.workers``. Here the pipeline runs MindSpore's C++ ops only (decode,
@@ -8,10 +9,9 @@ batch's rows at once, inside the compiled train step: one affine resampling (``g
 for the random resized crop (from the centre square) and the flip, then normalisation with the
 run's mean/std.
 
-The rest of a training recipe is the optional ``recipes`` feature (``recipes.py``: RandAugment /
-TrivialAugment, ``color_jitter``, ``random_erase``, mixup/cutmix), used when the config asks for
-it and refused at config load when absent: its ``FullRecipe`` fills more of the row from the
-same random stream, and its cells augment and mix on the device.
+``recipes.py`` (RandAugment / TrivialAugment, ``color_jitter``, ``random_erase``) and ``mixing.py``
+(mixup/cutmix) go further: ``FullRecipe`` fills more of the row from the same random stream, and
+their cells augment and mix on the device.
 
 Where the pixels go is a cost trade (``Recipe.on_device``): on an accelerator they are nearly
 free; on a CPU, resampling costs about 1.8 ms an image and RandAugment's colour ops 3 ms more
@@ -29,7 +29,9 @@ import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn, ops
 
+from ...engine.arrays import normalise
 from ...images.arrays import image_rng
+from .model import CriterionLoss, your_criterion
 
 # The row of one image: affine (6), colour (7), erase (on, y0, y1, x0, x1), mix (kind, lam, y0, y1, x0, x1);
 # colour, erase and mix are the recipes feature's (recipes.py): neutral here.
@@ -169,3 +171,45 @@ class RecipeLoss(nn.Cell):
 
     def mix(self, x, target, row):  # recipes.py's MixingLoss mixes
         return x, target
+
+
+def recipe_of(cfg, meta: dict, files: bool) -> Recipe:
+    """The recipe of this run's training images (``meta["augment"]``: data.augment resolved; a
+    folder's images come at the eval resize, arrays at image_size)."""
+    base = round(meta["image_size"] / meta.get("eval_crop", 1.0)) if files else meta["image_size"]
+    kind = Recipe
+    if Recipe.of(cfg, meta.get("augment", "none"), base, files).full:
+        from .recipes import FullRecipe as kind
+    return kind.of(cfg, meta.get("augment", "none"), base, files)
+
+
+def recipe_loss(network: nn.Cell, cfg, meta: dict, recipe: Recipe) -> nn.Cell:
+    """The loss that augments (``Augment``, or ``recipes.py``'s colour and erasing cell), mixes
+    (``mixing.py``) and smooths on the device; your ``train.loss`` after the augmentation."""
+    cell = Augment
+    if recipe.colour or recipe.random_erase > 0:
+        from .recipes import RecipeAugment as cell
+    augment = cell(recipe, meta["mean"], meta["std"]) if recipe.on_device else None
+    if cfg.train.loss:  # the config refuses it with mixing or label smoothing (soft targets)
+        return CriterionLoss(network, your_criterion(cfg), augment)
+    if recipe.mixing:
+        from .mixing import MixingLoss
+
+        return MixingLoss(network, len(meta["classes"]), cfg.train.label_smoothing, augment, meta["image_size"])
+    return RecipeLoss(network, len(meta["classes"]), cfg.train.label_smoothing, augment)
+
+
+class AugmentedArrays:
+    """Images in memory (raw in [0, 1] when the device augments, else normalised) with their
+    augmentation rows: a ``TrainSource``."""
+
+    def __init__(self, images: np.ndarray, labels: np.ndarray, recipe: Recipe, meta: dict):
+        self.images = images if recipe.on_device else normalise(images, meta)
+        self.labels, self.recipe = labels, recipe
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def take(self, indices: np.ndarray, epoch: int) -> tuple[np.ndarray, ...]:
+        rows = np.stack([self.recipe.draw(int(i), epoch) for i in indices])
+        return self.images[indices], self.labels[indices], rows

@@ -16,7 +16,8 @@ class DataConfig(DataSection):
     image_size: int = Field(8, gt=0)  # images are resized to image_size x image_size
     channels: Literal[1, 3] = 1  # 1: grayscale, 3: RGB
     eval_fraction: float = Field(0.2, gt=0, lt=1)  # held out for evaluation (stratified)
-    # Random resized crop (+ flip) on the device; auto: crop_flip for folders, none for .npz (digits: crop).
+    # Random resized crop (+ flip); auto: crop_flip for folders (in their pipeline), none for arrays
+    # (crop, crop_flip: on the device, the recipes feature's augment.py; digits: crop, a flip changes them).
     augment: Literal["auto", "none", "crop", "crop_flip"] = "auto"
     min_crop: float = Field(0.25, gt=0, le=1)  # smallest random crop, as a fraction of the image area
     auto_augment: Literal["none", "randaugment", "trivialaugment"] = "none"  # torchvision's op sets (no Equalize)
@@ -46,6 +47,19 @@ class DataConfig(DataSection):
         if value not in ("none", 0, None):
             feature("tasks.vision.recipes", "recipes")
         return value
+
+    @model_validator(mode="after")
+    def _arrays_cropped_by_the_recipes_feature(self):
+        if self.augment in ("crop", "crop_flip") and not Path(self.path).is_dir():
+            feature("tasks.vision.augment", "recipes", f"data.augment={self.augment}")
+        return self
+
+    def needs_recipe(self, files: bool) -> bool:
+        """Whether training images need the recipes feature's augmentation (``augment.py``): a crop or
+        flip of arrays (a folder's stay in its input pipeline), RandAugment, jitter, erasing or mixing."""
+        mixing = (self.mixup is not None or self.cutmix is not None) and self.mix_prob > 0
+        return (not files and self.augment in ("crop", "crop_flip") or self.auto_augment != "none"
+                or self.color_jitter > 0 or self.random_erase > 0 or mixing)
 
     @model_validator(mode="after")
     def _one_value_or_one_per_channel(self):

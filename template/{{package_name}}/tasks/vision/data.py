@@ -6,9 +6,9 @@ the fastest path for small data. A folder of photos is only listed (``folders.py
 are decoded, resized and normalised batch by batch in ``mindspore.dataset`` workers, so memory
 does not grow with the number of images.
 
-Augmented training (``augment.py``): the train step gets raw images (an .npz's in [0, 1]; a
-folder's as uint8 pixels) plus one row of augmentation numbers per image, drawn from (seed,
-epoch, index); the step augments them.
+Augmented training (the recipes feature, ``augment.py``): the train step gets raw images (an
+.npz's in [0, 1]; a folder's as uint8 pixels) plus one row of augmentation numbers per image,
+drawn from (seed, epoch, index); the step augments them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from ...engine.errors import DataError
 from ...engine.seams import is_spec
 from ...engine.task import Data
 from ...images.arrays import image_arrays, read_npz
-from .augment import Recipe
 
 
 def load_data(cfg) -> Data:
@@ -48,15 +47,15 @@ def load_data(cfg) -> Data:
     # whole image, resized; a folder's is the centre crop the pipeline takes.
     meta = {"classes": classes, "image_size": d.image_size, "channels": d.channels, "mean": mean, "std": std,
             "eval_crop": d.eval_crop if kind == "file" else 1.0, "data_path": d.path, "augment": augment}
-    recipe = train_recipe(cfg, meta)
+    recipe = train_recipe(cfg, meta)  # None: no augmentation on the device, nothing mixed
     if kind == "file":
         train = train_files(examples[train_idx], labels[train_idx], meta, recipe, cfg)
-    else:
-        # On the device, raw [0, 1] images; else normalised here once.
-        train_images = images[train_idx] if recipe.on_device else normalise(images[train_idx], meta)
-        train = {"image": train_images, "label": labels[train_idx]}
-        if recipe.active:  # + a row of augmentation numbers per image
-            train = AugmentedArrays(train_images, labels[train_idx], recipe)
+    elif recipe is None:
+        train = {"image": normalise(images[train_idx], meta), "label": labels[train_idx]}
+    else:  # the recipes feature: + a row of augmentation numbers per image
+        from .augment import AugmentedArrays
+
+        train = AugmentedArrays(images[train_idx], labels[train_idx], recipe, meta)
     # Eval stays raw (images in [0, 1], or a listing): evaluate() prepares it with the meta in
     # force, which is the training run's own when eval.py scores a checkpoint on other data.
     return Data(train=train, eval={kind: examples[eval_idx], "label": labels[eval_idx]}, meta=meta)
@@ -126,32 +125,20 @@ def your_arrays(cfg) -> tuple[np.ndarray, np.ndarray, list[str]]:
     return images, labels, classes
 
 
-def train_recipe(cfg, meta: dict) -> Recipe:
-    """The augmentation of this run's training images (``meta["augment"]``: data.augment resolved;
-    a folder's images come at the eval resize, an .npz's at image_size)."""
+def reads_files(meta: dict) -> bool:
+    """Whether the run trains on image files (a folder), not arrays in memory."""
     path = str(meta.get("data_path") or "")  # a meta built in code may lack the keys
-    files = not (path.endswith(".npz") or is_spec(path))  # image files, not arrays in memory
-    base = round(meta["image_size"] / meta.get("eval_crop", 1.0)) if files else meta["image_size"]
-    recipe = Recipe.of(cfg, meta.get("augment", "none"), base, files)
-    if recipe.full:  # the recipes feature (the config refused its keys without it)
-        from .recipes import FullRecipe
-
-        recipe = FullRecipe.of(cfg, meta.get("augment", "none"), base, files)
-    return recipe
+    return not (path.endswith(".npz") or is_spec(path))
 
 
-class AugmentedArrays:
-    """Decoded images (an .npz; raw when the device augments) with their augmentation rows: a ``TrainSource``."""
+def train_recipe(cfg, meta: dict):
+    """The recipes feature's ``Recipe`` of this run's training images, or None when they need none
+    (the config refused what needs it without the feature)."""
+    if not cfg.data.needs_recipe(reads_files(meta)):
+        return None
+    from .augment import recipe_of
 
-    def __init__(self, images: np.ndarray, labels: np.ndarray, recipe: Recipe):
-        self.images, self.labels, self.recipe = images, labels, recipe
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def take(self, indices: np.ndarray, epoch: int) -> tuple[np.ndarray, ...]:
-        rows = np.stack([self.recipe.draw(int(i), epoch) for i in indices])
-        return self.images[indices], self.labels[indices], rows
+    return recipe_of(cfg, meta, reads_files(meta))
 
 
 def check_every_class(labels: np.ndarray, path: str) -> None:

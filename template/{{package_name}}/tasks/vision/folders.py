@@ -20,7 +20,6 @@ from ...engine.errors import DataError
 from ...engine.runtime import resolve_workers
 from ...images.decode import IMAGE_SUFFIXES, open_image
 from ...images.files import STREAM_SUFFIXES, ImageFiles, ImageTransform, predict_files, statistics
-from .augment import Recipe
 
 
 def measure(files: np.ndarray, cfg) -> tuple[list[float], list[float]]:
@@ -31,16 +30,16 @@ def measure(files: np.ndarray, cfg) -> tuple[list[float], list[float]]:
                       d.eval_crop)
 
 
-def train_files(files: np.ndarray, labels: np.ndarray, meta: dict, recipe: Recipe, cfg) -> ImageFiles | AugmentedFiles:
+def train_files(files: np.ndarray, labels: np.ndarray, meta: dict, recipe, cfg) -> ImageFiles | AugmentedFiles:
     """The training files as an ``ExampleSource``, with a row of augmentation numbers each when the
-    recipe needs one."""
+    recipes feature's ``recipe`` (None: crop and flip in the pipeline alone) needs one."""
     d = cfg.data
-    if recipe.on_device:  # the shorter side to base, centre square, uint8: Augment does the rest
+    if recipe is not None and recipe.on_device:  # the shorter side to base, centre square, uint8: Augment does the rest
         transform = ImageTransform(recipe.base, d.channels, eval_crop=1.0, raw=True)
     else:  # crop + flip (if any) in the pipeline, as the eval transform otherwise
         transform = ImageTransform.of(meta, augment=meta["augment"], min_crop=d.min_crop, seed=cfg.seed)
     images = ImageFiles(files, {"label": labels}, transform)
-    return AugmentedFiles(images, recipe) if recipe.active else images
+    return images if recipe is None or not recipe.active else AugmentedFiles(images, recipe)
 
 
 def folder_logits(forward, files: np.ndarray, meta: dict, rows: np.ndarray, cfg) -> np.ndarray:
@@ -52,7 +51,7 @@ class AugmentedFiles:
     """An ``ImageFiles`` with the augmentation row as a last column. When the device augments,
     the files decode to raw base squares (uint8 RGB): a pipeline of C++ ops only (it scales with workers)."""
 
-    def __init__(self, images: ImageFiles, recipe: Recipe):
+    def __init__(self, images: ImageFiles, recipe):  # recipe: augment.Recipe (the recipes feature)
         self.images, self.recipe, self.files = images, recipe, images.files
         self.columns, self.outputs = (*images.columns, "augment"), (*images.outputs, "augment")
 

@@ -5,16 +5,23 @@ from __future__ import annotations
 import numpy as np
 from mindspore import Tensor, nn, ops
 
-from ...engine import checkpoint, seams
+from ...engine import checkpoint
 from ...engine.arrays import budget, compiled, normalise, predict
 from ...engine.errors import CheckpointError, DataError
 from ...engine.seams import is_spec, your_metrics
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from ...models.backbones import backbone
-from .augment import Augment, RecipeLoss
 from .config import ModelConfig
 from .data import load_data, load_eval_data, train_recipe
-from .model import ClassificationLoss, Classifier, CriterionLoss, backbone_for, freeze_backbone, your_network
+from .model import (
+    ClassificationLoss,
+    Classifier,
+    CriterionLoss,
+    backbone_for,
+    freeze_backbone,
+    your_criterion,
+    your_network,
+)
 
 
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
@@ -33,25 +40,16 @@ def build_model(cfg, meta: dict, comm: Comm) -> Model:
 
 
 def build_loss(network: nn.Cell, cfg, meta: dict) -> nn.Cell:
-    """Plain cross-entropy; your ``train.loss``; or the recipe's loss when training images are
-    augmented on the device, mixed or their labels smoothed (``augment.py``; the recipes
-    feature's ``recipes.py``, ``mixing.py``)."""
+    """Cross-entropy (``train.label_smoothing``) or your ``train.loss``; with augmentation on the
+    device or mixing, the recipes feature's loss (``augment.py``), which does them in the step."""
     recipe = train_recipe(cfg, meta)
-    cell = Augment
-    if recipe.colour or recipe.random_erase > 0:  # the recipes feature (the config refused them without it)
-        from .recipes import RecipeAugment as cell
-    augment = cell(recipe, meta["mean"], meta["std"]) if recipe.on_device else None
-    if cfg.train.loss:  # the config refuses it with mixing or label smoothing (soft targets)
-        criterion = seams.build("train.loss", cfg.train.loss, seams.load("train.loss", cfg.train.loss, base=nn.Cell),
-                                **cfg.train.loss_kwargs)
-        return CriterionLoss(network, criterion, augment)
-    if not recipe.active and not cfg.train.label_smoothing:
-        return ClassificationLoss(network)
-    if recipe.mixing:  # the recipes feature (the config refused mixup/cutmix without it)
-        from .mixing import MixingLoss
+    if recipe is not None:
+        from .augment import recipe_loss
 
-        return MixingLoss(network, len(meta["classes"]), cfg.train.label_smoothing, augment, meta["image_size"])
-    return RecipeLoss(network, len(meta["classes"]), cfg.train.label_smoothing, augment)
+        return recipe_loss(network, cfg, meta, recipe)
+    if cfg.train.loss:
+        return CriterionLoss(network, your_criterion(cfg))
+    return ClassificationLoss(network, cfg.train.label_smoothing)
 
 
 def warm_start(network: Classifier, cfg) -> None:
