@@ -1,7 +1,5 @@
-"""``python -m <package> doctor``: check Python, MindSpore and this machine (doctor.py).
-``python -m <package> predict --onnx FILE INPUT``: run an exported ONNX network without
-MindSpore (deploy/predict.py).
-``python -m <package> check``: train, resume, evaluate, export and msrun on this machine's device (check.py)."""
+"""``python -m <package> doctor`` checks this machine; ``check`` trains, resumes, evaluates, exports and
+runs msrun on its device; ``predict --onnx FILE INPUT`` runs an exported ONNX network without MindSpore."""
 
 import sys
 from pathlib import Path

@@ -1,11 +1,8 @@
 """Batches from a training source: seeded shuffling per epoch, strided sharding by rank.
 
-The order of epoch ``e`` depends only on (seed, e), and a source gives the same row for the
-same (index, epoch) every time, so a resumed run can jump to any (epoch, batch) position and see
-exactly the batches an uninterrupted run would. Arrays in memory and ``TrainSource`` rows
-are taken directly (fastest for small data); an ``ExampleSource`` streams the same indices,
-in the same order, through ``mindspore.dataset`` workers (``engine/pipeline.py``, imported
-where one is met: a project that trains on arrays alone may not have it).
+Epoch e's order depends only on (seed, e), so a resumed run sees exactly the batches of an
+uninterrupted one. Arrays and ``TrainSource`` rows are taken directly; an ``ExampleSource`` streams
+through ``engine/pipeline.py`` (imported only then: a project may not have it).
 """
 
 from __future__ import annotations
@@ -57,8 +54,7 @@ class Batches:
         order = np.arange(self.total, dtype=np.int32 if self.total < 2**31 else np.int64)
         np.random.default_rng([self.seed, epoch]).shuffle(order)
         order = np.resize(order, self.total + self.repeated) if self.repeated else order  # as DistributedSampler
-        # Strided shard (as MindSpore's samplers): batch i of every rank together is exactly
-        # batch i of a single process with batch_size * world_size.
+        # Strided shard (as MindSpore's samplers): batch i of all ranks = batch i of one process.
         mine = order[self.comm.rank::self.comm.size]
         if hasattr(self.source, "read"):  # an ExampleSource: streamed
             from .pipeline import batches
@@ -67,8 +63,7 @@ class Batches:
             for batch in batches(self.source, mine[start * b:len(self) * b], epoch, b, self.workers):
                 yield tuple(Tensor(column) for column in batch)
             return
-        # A source that makes rows on demand may ask for several batches per take() (its
-        # ``block_rows``), paying its per-call cost once per block: the rows are the same.
+        # A source may take several batches per take() (``block_rows``): its per-call cost once per block.
         b, ahead = self.batch_size, max(1, getattr(self.source, "block_rows", 0) // self.batch_size)
         for first in range(start, len(self), ahead):
             block = self.source.take(mine[first * b:min(first + ahead, len(self)) * b], epoch)

@@ -1,17 +1,9 @@
-"""An exponential moving average of the weights (``train.ema``: its decay; null = off, and this
-module is not imported: ``loop.NoEMA``). The recipes feature's; a project without it refuses
-``train.ema`` at config load.
+"""An exponential moving average of the weights (``train.ema``: its decay; the recipes feature).
 
-After every optimizer step ``shadow = decay * shadow + (1 - decay) * weights``, over every
-parameter of the network, BatchNorm statistics included (as timm's ``ModelEmaV2``). The
-average is what is evaluated, picked as ``best.ckpt`` and exported: the loop swaps it into the
-network for evaluations and saves (``applied``). So a checkpoint's network names carry the
-average, and every reader of a checkpoint (``eval.py``, ``export.py``, inference,
-``model.pretrained``) uses it without knowing about EMA; the training weights are saved beside
-it as ``ema.<name>``, and resume swaps them back (``restored``): the run continues exactly.
-
-A decay d averages over about 1 / (1 - d) steps: with few steps, take a smaller one
-(0.999 for thousands of steps, 0.9998 for ImageNet-length runs as timm).
+After each optimizer step ``shadow = decay * shadow + (1 - decay) * weights``, BatchNorm statistics
+included (timm's ``ModelEmaV2``). The loop swaps the average into the network to evaluate and save,
+so every reader of a checkpoint uses it unaware; the training weights are saved as ``ema.<name>``.
+A decay d averages about 1 / (1 - d) steps (0.999 for thousands of steps, 0.9998 as timm on ImageNet).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Layer-wise learning-rate decay (``optim.layer_decay``; BEiT, timm, mindcv): layer i of L (0 =
-stem/embeddings, L = head) learns at ``lr * layer_decay^(L - i)``, for fine-tuning. The layers come
-from the task's layer map (``Model.layer_id``, ``Model.num_layers``); ``optim.build_optimizer`` puts
-each factor in a parameter group. The recipes feature's: a project without it refuses the key at
-config load.
+"""Layer-wise learning-rate decay for fine-tuning (``optim.layer_decay``; BEiT, timm): layer i of L
+(0 = stem, L = head, from ``Model.layer_id``) learns at ``lr * layer_decay^(L - i)``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""The training loop, one for every task: ``fit(cfg, task)`` is a setup block, then the loop.
+"""The training loop of every task: ``fit(cfg, task)`` is a setup block, then the loop.
 
-Every decision of the loop is in ``fit``, where it happens: k micro-steps make one optimizer
-step, log rows, evaluation with ``best.ckpt`` / ``last.ckpt``, periodic saves, and a stop (a
-signal, early stopping, a callback) at a step every rank agrees on. Helpers below say *how*
-(build, save, evaluate), never *when*. Callbacks see a read-only ``Progress`` (``progress.py``); this
-module imports none of them (``run/train.py`` adds the console, loggers and manifest).
+Every decision (micro-steps, log rows, evaluation, saves, stopping) is in ``fit`` where it happens;
+the helpers below say *how*, never *when*. Callbacks see a read-only ``Progress``.
 """
 
 from __future__ import annotations
@@ -90,8 +87,7 @@ class Run:
 
 def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: Run | None = None
         ) -> dict[str, Any]:
-    """Train, evaluate and checkpoint as ``cfg`` says; return the final metrics and where they went.
-    ``resume``: a checkpoint path, or ``auto`` (the newest run started under ``output.dir``)."""
+    """Train, evaluate and checkpoint as ``cfg`` says; ``resume``: a checkpoint or ``auto`` (the newest run)."""
     # -- setup ---------------------------------------------------------------------------
     run = run or setup(cfg, task, resume)
     cfg, state, k = run.cfg, run.state, run.cfg.train.grad_accum_steps
@@ -112,8 +108,7 @@ def fit(cfg: Config, task: Task, resume: str | None = None, callbacks=(), run: R
     stop_signal = None  # a signal every rank has agreed to stop on
 
     # -- the loop: epochs of optimizer steps of k micro-steps ----------------------------
-    # Signals are caught until the last file is written (one during the final evaluation and save
-    # lets them finish: the run is then complete); rank 0 holds its lock on the run folder.
+    # Signals are caught until the last file is written; rank 0 holds its lock on the run folder.
     with StopSignals() as signals, run.lock or nullcontext():  # (the lock's file closes at the end)
         while state.step < run.total_steps and not run.stop_requested and stop_signal is None:
             batches = run.batches.epoch(state.epoch, start=state.batch)
@@ -192,10 +187,8 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
         raise ConfigError(f"{resume_path} is at step {meta['state']['step']}, past this run's {total_steps} steps; "
                           f"raise train.max_steps or train.epochs to continue it")
 
-    # Seed policy: splits, data order and sampled rows come from cfg.seed on every rank (one
-    # order, sharded by rank); the model is built with the same initial weights on every rank and
-    # its own dropout masks on each (as nanoGPT offsets its seed): runtime.seed_model. Ranks check
-    # that their weights are rank 0's, and copy only a parameter that is not (none, usually).
+    # Seed policy: data order from cfg.seed on every rank (sharded by rank); the same initial weights
+    # on every rank, its own dropout masks on each (as nanoGPT); ranks check their weights are rank 0's.
     runtime.seed_model(cfg.seed, comm.rank)
     model = task.build_model(cfg, data.meta, comm)
     distributed.copy_from_rank_0(model.network, comm)
@@ -246,8 +239,7 @@ def setup(cfg: Config, task: Task, resume: str | None = None) -> Run:
 
 # -- how the loop does what it does ----------------------------------------------------------
 def read_outputs(run: Run) -> None:
-    """The steps' outputs still on the device, read into the state: each micro-step's loss (for the
-    next log row) and whether its update was applied (``skipped_steps``)."""
+    """Read the steps' outputs still on the device: each loss (next log row) and skip (``skipped_steps``)."""
     for loss, finite in run.pending:
         run.state.skipped_steps += not bool(finite.asnumpy())  # the flag first: reading it waits for the step
         run.state.unlogged.append(float(loss.asnumpy()))
@@ -266,8 +258,7 @@ def log_row(run: Run, losses: list, tick: float) -> dict[str, Any]:
 
 
 def evaluate(run: Run, hook: Hooks) -> dict[str, float]:
-    """Score the model (every rank the same one), then ``best.ckpt`` if it improved and ``last.ckpt``;
-    ``train.early_stop_patience`` evaluations without a new best stop the run."""
+    """Score the model, save ``best.ckpt`` if it improved and ``last.ckpt``; count toward early stopping."""
     read_outputs(run)  # callbacks and the saved state see every step so far
     sync_running_stats(run)
     run.network.set_train(False)
@@ -293,8 +284,7 @@ def evaluate(run: Run, hook: Hooks) -> dict[str, float]:
 
 
 def save(run: Run, name: str, keep_step_copy: bool = False) -> None:
-    """Write ``name`` in the run folder (rank 0; every rank averages the running statistics first).
-    ``keep_step_copy``: also ``step-<N>.ckpt``, keeping the newest ``train.keep_last``."""
+    """Write ``name`` in the run folder (rank 0); ``keep_step_copy``: also ``step-<N>.ckpt`` (train.keep_last)."""
     read_outputs(run)  # the saved state: every step's loss and skip so far
     sync_running_stats(run)
     if not run.comm.is_main:
@@ -313,8 +303,7 @@ def save(run: Run, name: str, keep_step_copy: bool = False) -> None:
 
 
 def sync_running_stats(run: Run) -> None:
-    """Every rank the same BatchNorm statistics: the network's and, with train.ema, the average's
-    (what is evaluated and saved)."""
+    """Every rank the same BatchNorm statistics: the network's and, with train.ema, the average's."""
     distributed.average_running_stats(run.network, run.comm)
     if run.ema.holders:
         with run.ema.applied():

@@ -1,13 +1,8 @@
 """Streaming examples through ``mindspore.dataset``: parallel transforms, batching, prefetch.
 
-A task's ``ExampleSource`` (see ``engine/task.py``) reads one example cheaply (e.g. a label
-and a few numbers of augmentation); when it names ``files``, their bytes are read by
-MindSpore's C++ ``ManifestDataset`` (a Python reader of the bytes, under the GIL, capped the
-pipeline near 1,200 images/s whatever the workers). The transforms it names (decode, crop,
-resize, normalise: MindSpore's C++ vision ops) run in ``data.workers`` parallel workers. The
-engine picks which indices are read, in which order: a plain list of indices given as
-``sampler`` is kept exactly, with any number of workers, so the seeded per-epoch order, rank
-sharding and resuming at any batch work as they do for arrays in memory (``engine/data.py``).
+A task's ``ExampleSource`` reads an example cheaply; its ``files`` are read in C++ by
+``ManifestDataset`` (a Python reader capped the pipeline near 1,200 images/s) and its transforms
+run in ``data.workers`` workers. The engine's list of indices, given as ``sampler``, is kept exactly.
 """
 
 from __future__ import annotations
@@ -30,8 +25,7 @@ DUMPED_IMAGE = Path("abnormal_image.jpg")
 
 
 class _Epoch:
-    """The random-access view ``GeneratorDataset`` reads: the source at one epoch (its
-    augmentation draws depend on (seed, epoch, index), never on which worker reads it)."""
+    """The source at one epoch, as ``GeneratorDataset`` reads it (draws depend on seed, epoch, index)."""
 
     def __init__(self, source: ExampleSource, epoch: int, reads: int = 0):
         self.source, self.epoch, self.reads = source, epoch, reads
@@ -59,8 +53,7 @@ def build(source: ExampleSource, indices: np.ndarray, epoch: int, batch_size: in
 
 
 def stages(steps: list[tuple[list, list[str], list[str]]]) -> list[tuple[list, list[str], list[str]]]:
-    """Consecutive steps on the same columns as one ``map``: each map is a stage with a pool of
-    its own, so ``workers`` would otherwise mean that many threads per step."""
+    """Consecutive steps on the same columns as one ``map`` (each map has its own pool of workers)."""
     merged = []
     for operations, inputs, outputs in steps:
         if merged and merged[-1][1] == merged[-1][2] == inputs == outputs:
@@ -71,11 +64,9 @@ def stages(steps: list[tuple[list, list[str], list[str]]]) -> list[tuple[list, l
 
 
 def file_bytes(source: ExampleSource, order: list[int]) -> ds.Dataset:
-    """A column ``image``: the bytes of ``source.files[order]``, in that order, read in C++ from
-    a manifest of all the files (a JSON line each), written once per source to a temporary file
-    deleted with it (rewriting 1.2M paths every epoch would cost ~9 s)."""
+    """A column ``image``: the bytes of ``source.files[order]``, read in C++ from a manifest file."""
     manifest = _manifests.get(source)
-    if manifest is None:
+    if manifest is None:  # once per source (rewriting 1.2M paths every epoch costs ~9 s)
         with tempfile.NamedTemporaryFile("w", prefix="files-", suffix=".json", delete=False) as file:
             line = '{"source": %s, "usage": "train", "annotation": [{"name": "file"}]}\n'
             file.writelines(line % json.dumps(os.path.abspath(path)) for path in source.files)
@@ -91,8 +82,7 @@ _manifests: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # source ->
 
 def batches(source: ExampleSource, indices: np.ndarray, epoch: int, batch_size: int, workers: int,
             drop_remainder: bool = True) -> Iterator[tuple[np.ndarray, ...]]:
-    """Batches of source[indices] as NumPy arrays. An example that cannot be read stops the
-    pipeline; the error then names it (MindSpore's own message does not say which file)."""
+    """Batches of source[indices] as NumPy arrays; an unreadable example's error names it (MindSpore's does not)."""
     if len(indices) < (batch_size if drop_remainder else 1):
         return
     dumped_before = DUMPED_IMAGE.exists()
@@ -112,8 +102,7 @@ def batches(source: ExampleSource, indices: np.ndarray, epoch: int, batch_size: 
 
 
 def first_bad(source: ExampleSource, indices: np.ndarray, exc: RuntimeError) -> Exception:
-    """The error that names the first unreadable example from where the pipeline stopped
-    (it may have been reading a few batches ahead); ``exc`` itself if every one reads."""
+    """The error naming the first unreadable example from where the pipeline stopped, else ``exc``."""
     for index in indices:
         try:
             source.check(int(index))

@@ -1,5 +1,4 @@
-"""Images as arrays: the ``.npz`` layout (and your own loader's arrays) read and checked with
-errors that name the array and the first bad row, and the random stream of one image."""
+"""Images as arrays: ``.npz`` files (or your loader's arrays) read and checked, and one image's random stream."""
 
 from __future__ import annotations
 
@@ -13,18 +12,14 @@ from ..engine.errors import DataError
 
 
 def image_rng(seed: int, epoch: int, index: int, stream: str) -> random.Random:
-    """The generator of one image's random draws in ``stream``, a function of (seed, epoch,
-    index) alone: the same in any worker, on any rank and after a resume. Python's Mersenne
-    Twister seeded from the numbers as text (through SHA-512: distinct images get unrelated
-    streams) takes ~5 us to make; NumPy's ``default_rng([...])`` ~50 us, a third of the input
-    pipeline's per-image reading time (``benchmarks/bench_augment.py``)."""
+    """One image's random draws in ``stream``, from (seed, epoch, index) alone: the same in any worker,
+    rank or resume. ``random.Random`` takes ~5 us to make, NumPy's ``default_rng`` ~50 us."""
     return random.Random(f"{seed}/{epoch}/{index}/{stream}")
 
 
 def read_npz(path: Path, size: int, channels: int) -> tuple[np.ndarray, np.ndarray]:
-    """``images`` (N, H, W[, C]: uint8 0-255, or float in [0, 1]) and ``labels`` (N,: class
-    indices 0, 1, ...) from an .npz file -> float32 (N, C, size, size) in [0, 1] and int32
-    labels. Values outside those ranges, NaN or inf are refused, naming the first offender."""
+    """``images`` (N, H, W[, C]: uint8, or float in [0, 1]) and ``labels`` (N,) of an .npz file -> float32
+    (N, C, size, size) in [0, 1] and int32 labels; a bad value is refused, naming the first."""
     try:
         with np.load(path) as arrays:
             images, labels = arrays["images"], arrays["labels"]

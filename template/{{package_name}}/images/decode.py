@@ -1,5 +1,4 @@
-"""Image files decoded with Pillow (no MindSpore): what training's pipeline refuses or keeps
-(16-bit grey), and the evaluation view ``predict`` serves, with errors that name the file."""
+"""Image files decoded with Pillow (no MindSpore) as training decodes them: the view ``predict`` serves."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ JPEG, PNG, BMP = b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"BM"  # how the files M
 
 
 def open_image(file: Path) -> Image.Image:
-    """A decoded image; 16-bit grey as the training pipeline decodes it (the high byte: MindSpore's
-    ``vision.Decode``), never clipped at 255 as Pillow's ``convert`` would."""
+    """A decoded image; 16-bit grey keeps its high byte as MindSpore's ``vision.Decode`` (not clipped)."""
     try:
         image = Image.open(file)
         image.load()
@@ -34,14 +32,9 @@ def open_image(file: Path) -> Image.Image:
 
 
 def eval_view(file: Path, meta: dict) -> np.ndarray:
-    """The evaluation view of an image file, without MindSpore (``python -m <package> predict``),
-    as ``files.ImageFiles`` prepares it for training's evaluations and eval.py: the shorter side
-    resized to round(size / eval_crop) (the longer to int(short * long / shorter)), the centre
-    size x size kept (offsets (side - size) // 2, as MindSpore's CenterCrop), grey after that
-    (ITU-R 601 luma), in [0, 1], normalised with the meta's mean and std -> float32 (C, size, size).
-    Resampling is the pipeline's: bilinear as MindSpore's (OpenCV's fixed point, not Pillow's
-    antialiasing one: ``resize_bilinear``, within 1/255), bicubic as Pillow's (MindSpore's
-    PILCUBIC is Pillow's). EXIF orientation is ignored here as MindSpore's decoder ignores it."""
+    """An image file's eval view as ``files.ImageFiles`` makes it: shorter side to round(size / eval_crop),
+    centre crop, grey, normalised -> float32 (C, size, size). Bilinear as MindSpore's (``resize_bilinear``),
+    bicubic as Pillow's; EXIF orientation ignored, as MindSpore's decoder does."""
     size, channels = meta["image_size"], meta["channels"]
     image = open_image(file)
     if image.format not in ("JPEG", "PNG", "BMP"):  # as training refuses it (files.read_bytes)
@@ -66,9 +59,8 @@ def eval_view(file: Path, meta: dict) -> np.ndarray:
 
 
 def resize_bilinear(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
-    """(H, W, C) uint8 -> (height, width, C) uint8 as MindSpore's ``Inter.BILINEAR`` (OpenCV's
-    INTER_LINEAR): half-pixel centres, edges clamped, two taps a side (no antialiasing), its
-    11-bit fixed-point weights and rounding. Measured within one level of it, up and down."""
+    """(H, W, C) uint8 -> (height, width, C) as MindSpore's ``Inter.BILINEAR`` (OpenCV's 11-bit fixed
+    point, no antialiasing); measured within one level of it."""
     def taps(n_out: int, n_in: int):
         x = ((np.arange(n_out) + 0.5) * (n_in / n_out) - 0.5).astype(np.float32)
         lo = np.floor(x).astype(np.int64)

@@ -1,13 +1,8 @@
 """Image files streamed through ``mindspore.dataset``: listed up front, decoded in the workers.
 
-``ImageFiles`` is an ``ExampleSource`` (``engine/task.py``) that names its ``files``: the engine
-reads their bytes in C++, and ``read`` checks a file (once per process: a file MindSpore's decoder
-would crash on is refused before it gets there) and returns the rest of its row (its position, the
-numbers of its random crop, its label...). MindSpore's C++ vision ops decode, crop, resize and
-normalise in ``data.workers`` parallel workers, so memory holds a few batches, not the data
-set. Train-time augmentation (random resized crop and/or a horizontal flip) draws its
-parameters from (seed, epoch, index) in ``read`` and applies them with a deterministic crop:
-a resumed run and any number of workers see exactly the same crops.
+``ImageFiles`` is an ``ExampleSource``: the engine reads its ``files``' bytes in C++; ``read`` checks
+each file once (MindSpore's decoder crashes on some) and draws its crop from (seed, epoch, index),
+so a resumed run and any number of workers see the same crops.
 """
 
 from __future__ import annotations
@@ -46,8 +41,7 @@ class ImageTransform:
     augment: Literal["none", "crop", "crop_flip", "flip"] = "none"
     min_crop: float = 0.25  # the smallest random crop, as a fraction of the image's area
     seed: int = 0
-    # Without augmentation: the shorter side is resized to round(size / eval_crop), then the
-    # centre size x size is kept (0.875: 224 from 256, as torchvision and timm evaluate; 1.0: all).
+    # Without augmentation: shorter side to round(size / eval_crop), then the centre (0.875: 224 from 256)
     eval_crop: float = 1.0
     # uint8, for the device to augment and normalise: 4x fewer bytes to batch and to copy there
     raw: bool = False
@@ -56,9 +50,7 @@ class ImageTransform:
 
     @classmethod
     def of(cls, meta: dict, **augmentation) -> ImageTransform:
-        """The transform a task's ``meta`` describes (``image_size``, ``channels``, ``mean``,
-        ``std``: one number or one per channel; ``eval_crop``, 1.0 if absent; ``interpolation``,
-        bilinear if absent); no augmentation unless given."""
+        """The transform ``meta`` describes (``eval_crop``, ``interpolation``: optional), augmented if asked."""
         return cls(meta["image_size"], meta["channels"], tuple(np.atleast_1d(meta["mean"]).tolist()),
                    tuple(np.atleast_1d(meta["std"]).tolist()), eval_crop=meta.get("eval_crop", 1.0),
                    interpolation=meta.get("interpolation", "bilinear"), **augmentation)
@@ -127,9 +119,8 @@ class ImageFiles:
 
 
 class CropAndFlip:
-    """The random resized crop drawn in ``read``: five numbers in [0, 1) -> area fraction,
-    aspect ratio, top, left, flip. A plain function of its inputs: no generator of its own.
-    ``crop=False``: the flip alone."""
+    """The random resized crop drawn in ``read``: five numbers in [0, 1) -> area, aspect ratio, top, left,
+    flip (``crop=False``: the flip alone)."""
 
     def __init__(self, min_crop: float, flip: bool, crop: bool = True):
         self.min_crop, self.flip, self.crop = min_crop, flip, crop
@@ -150,10 +141,8 @@ class CropAndFlip:
 
 
 def read_bytes(file: str) -> np.ndarray:
-    """A file's bytes, refused here when it is not an image MindSpore decodes, is visibly cut short
-    or is a JPEG that libjpeg's own checks refuse: a JPEG truncated inside its headers, or with
-    one wrong byte in a segment length or Huffman table, crashes MindSpore's decoder (SIGFPE,
-    SIGSEGV: the process dies without a message)."""
+    """A file's bytes, refused unless a whole image MindSpore decodes that passes libjpeg's checks:
+    a bad JPEG header crashes MindSpore's decoder (SIGFPE, SIGSEGV) without a message."""
     try:
         data = np.fromfile(file, np.uint8)
     except OSError as exc:
@@ -170,9 +159,7 @@ def read_bytes(file: str) -> np.ndarray:
 
 
 def jpeg_problem(data: bytes) -> str | None:
-    """What Pillow (libjpeg, with its checks) finds wrong in a JPEG, or None. Decoded at 1/8 scale
-    (libjpeg's DCT scaling): every header and the whole entropy-coded stream are read, most of
-    the inverse DCT is skipped (0.1 ms for a 160 x 160 photo)."""
+    """What Pillow (libjpeg) finds wrong in a JPEG, or None; decoded at 1/8 scale (0.1 ms for 160 x 160)."""
     try:
         with Image.open(io.BytesIO(data)) as image:
             image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
@@ -185,10 +172,8 @@ def jpeg_problem(data: bytes) -> str | None:
 
 
 def jpeg_complete(data: bytes) -> bool:
-    """Whether a JPEG's headers are whole and an end-of-image marker (FF D9) follows its first
-    scan. Bytes after that marker are allowed: Motion Photos append a video there. The header
-    segments are skipped by their lengths (an EXIF thumbnail has an FF D9 of its own); in the
-    compressed data an FF D9 can only be the marker (a data byte FF is followed by 00)."""
+    """Whether a JPEG's headers are whole and an end-of-image marker (FF D9) follows its first scan;
+    headers are skipped by length (an EXIF thumbnail has its own FF D9), bytes after it allowed."""
     at = 2  # after the start-of-image marker FF D8
     while at + 4 <= len(data) and data[at] == 0xFF:
         marker, length = data[at + 1], int.from_bytes(data[at + 2:at + 4], "big")
@@ -200,8 +185,7 @@ def jpeg_complete(data: bytes) -> bool:
 
 def statistics(files: Sequence[str], size: int, channels: Literal[1, 3], sample: int, seed: int,
                workers: int, eval_crop: float = 1.0) -> tuple[list[float], list[float]]:
-    """Per-channel mean and std in [0, 1] units of (at most) ``sample`` files drawn with
-    ``seed``, as the eval transform sees them: bounded work whatever the number of files."""
+    """Per-channel mean and std in [0, 1] of at most ``sample`` files drawn with ``seed``, as eval sees them."""
     pick = np.sort(np.random.default_rng([seed, 0x57A7]).permutation(len(files))[:sample])
     source = ImageFiles([files[i] for i in pick], {}, ImageTransform(size, channels, eval_crop=eval_crop))
     total, squares, count = np.zeros(channels), np.zeros(channels), 0
@@ -216,8 +200,7 @@ def statistics(files: Sequence[str], size: int, channels: Literal[1, 3], sample:
 
 def predict_files(cell, files: Sequence[str], meta: dict, rows: np.ndarray, workers: int,
                   batch_size: int = 128) -> np.ndarray:
-    """``cell`` applied to image files (``rows`` of them, in that order) prepared as ``meta``
-    says, without augmentation, streamed in batches; outputs concatenated (float32)."""
+    """``cell``'s float32 outputs on image files (``rows`` of them, in order) as ``meta`` prepares them."""
     source = ImageFiles(files, {}, ImageTransform.of(meta))
     outputs = [cell(Tensor(images)).asnumpy()
                for (images,) in pipeline.batches(source, rows, 0, batch_size, workers, drop_remainder=False)]

@@ -1,6 +1,5 @@
-"""Stochastic depth (Huang et al. 2016; ``model.drop_path``), as timm: in training, a block's
-residual branch is dropped for a whole example and kept (scaled by 1 / keep) otherwise, with a
-probability rising linearly from 0 at the first block to ``model.drop_path`` at the last."""
+"""Stochastic depth (Huang et al. 2016; ``model.drop_path``) as timm: in training, a residual branch
+dropped per example, with a rate rising linearly from 0 at the first block to the last's."""
 
 from __future__ import annotations
 
@@ -13,9 +12,8 @@ def block_rates(drop_path: float, blocks: int) -> list[float]:
 
 
 class DropPath(nn.Cell):
-    """A residual branch kept per example with probability 1 - ``p`` (scaled by 1 / keep) in
-    training; the identity in evaluation and export. Its masks come from MindSpore's generator,
-    like dropout's: a resumed run does not redraw them exactly."""
+    """A residual branch kept per example with probability 1 - ``p`` (scaled by 1 / keep), in training
+    only; like dropout's, its masks are not redrawn exactly on resume."""
 
     def __init__(self, p: float = 0.0):
         super().__init__()

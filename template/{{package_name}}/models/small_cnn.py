@@ -1,18 +1,9 @@
 """``small_cnn``: a small ResNet-style backbone for small images, from scratch.
 
-A conv stem, then stages of residual blocks (``model.widths``, ``model.blocks_per_stage``);
-every stage after the first halves H and W. The stem first brings larger inputs down to
-about 8x8 with strided convolutions (one per halving: 16x16 -> one, 32x32 -> two, 224x224 ->
-five), so the stages see at every image size what they see on 8x8 digits, at the same cost.
-
-Normalisation is GroupNorm by default: unlike BatchNorm it treats every example on its own,
-so k accumulated micro-batches (or N data-parallel ranks) give exactly the update of one big
-batch, and train and eval modes compute the same function. ``model.norm: batch`` restores
-BatchNorm (the engine then warns that accumulation is approximate).
-
-``conv``: the convolution class, ``nn.Conv2d`` or ``fast_conv.FastConv2d`` (same parameters,
-faster backward on CPU; ``model.fast_conv``). ``drop_path``: stochastic depth on each residual
-block's body (``drop_path.py``, the recipes feature; 0: none, and that module is not needed).
+The stem brings larger inputs down to about 8x8 with strided convolutions, so the stages of
+residual blocks (``model.widths``; each after the first halves H and W) cost the same at any size.
+GroupNorm by default treats each example on its own: accumulation and data parallelism give exactly
+one big batch's update (``model.norm: batch``: BatchNorm, and the engine warns it is approximate).
 """
 
 from __future__ import annotations
@@ -43,8 +34,7 @@ def drop_paths(drop_path: float, blocks: int) -> list[nn.Cell]:
 
 
 class ResidualBlock(nn.Cell):
-    """conv-norm-ReLU-conv-norm plus a shortcut (1x1 conv when the shape changes); ``drop``: the
-    stochastic depth of the body (none: the identity)."""
+    """conv-norm-ReLU-conv-norm (``drop``: its stochastic depth) plus a shortcut (1x1 conv if the shape changes)."""
 
     def __init__(self, in_ch: int, out_ch: int, stride: int, norm: str, conv=nn.Conv2d, drop=None):
         super().__init__()

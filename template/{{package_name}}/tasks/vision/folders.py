@@ -1,12 +1,6 @@
-"""The ``folders`` feature: train, evaluate and predict on a folder of photos, one sub-folder
-per class (``data.path: my/photos``), used by ``data.py`` and ``task.py`` when ``data.path`` is a
-folder (the config refuses one without this module).
-
-A folder is only listed here (paths + labels): its files are decoded, resized, cropped and
-normalised batch by batch in ``mindspore.dataset`` workers (``images/files.py`` over
-``engine/pipeline.py``), so memory does not grow with the number of images. Augmented by the
-device (``augment.py``), the files arrive as uint8 pixels at the shorter side
-``round(image_size / eval_crop)``, centre square.
+"""The ``folders`` feature: train, evaluate and predict on a folder of photos, one sub-folder per class
+(``data.path: my/photos``). A folder is only listed here: ``mindspore.dataset`` workers decode its files
+batch by batch (``images/files.py``), so memory does not grow with the number of images.
 """
 
 from __future__ import annotations
@@ -23,8 +17,7 @@ from ...images.files import STREAM_SUFFIXES, ImageFiles, ImageTransform, predict
 
 
 def measure(files: np.ndarray, cfg) -> tuple[list[float], list[float]]:
-    """Per-channel mean and std of (a seeded sample of ``data.stats_sample``) training files, as
-    the eval transform sees them."""
+    """Per-channel mean and std of a seeded sample (``data.stats_sample``) of the training files, as eval sees them."""
     d = cfg.data
     return statistics(files, d.image_size, d.channels, d.stats_sample, cfg.seed, resolve_workers(d.workers),
                       d.eval_crop)
@@ -32,9 +25,9 @@ def measure(files: np.ndarray, cfg) -> tuple[list[float], list[float]]:
 
 def train_files(files: np.ndarray, labels: np.ndarray, meta: dict, recipe, cfg) -> ImageFiles | AugmentedFiles:
     """The training files as an ``ExampleSource``, with a row of augmentation numbers each when the
-    recipes feature's ``recipe`` (None: crop and flip in the pipeline alone) needs one."""
+    recipes feature's ``recipe`` needs one (None: crop and flip in the pipeline)."""
     d = cfg.data
-    if recipe is not None and recipe.on_device:  # the shorter side to base, centre square, uint8: Augment does the rest
+    if recipe is not None and recipe.on_device:  # shorter side to base, centre square, uint8: Augment does the rest
         transform = ImageTransform(recipe.base, d.channels, eval_crop=1.0, raw=True)
     else:  # crop + flip (if any) in the pipeline, as the eval transform otherwise
         transform = ImageTransform.of(meta, augment=meta["augment"], min_crop=d.min_crop, seed=cfg.seed)
@@ -48,8 +41,7 @@ def folder_logits(forward, files: np.ndarray, meta: dict, rows: np.ndarray, cfg)
 
 
 class AugmentedFiles:
-    """An ``ImageFiles`` with the augmentation row as a last column. When the device augments,
-    the files decode to raw base squares (uint8 RGB): a pipeline of C++ ops only (it scales with workers)."""
+    """An ``ImageFiles`` with the augmentation row as a last column (device augmentation: raw uint8 squares)."""
 
     def __init__(self, images: ImageFiles, recipe):  # recipe: augment.Recipe (the recipes feature)
         self.images, self.recipe, self.files = images, recipe, images.files
@@ -83,8 +75,7 @@ DIGITS_SETTINGS = (8, 1)
 
 
 def check_not_the_digits_settings(first: str, cfg) -> None:
-    """A folder of photos with the digits' 8x8 grey settings left in the config would train on
-    8x8 grey thumbnails without a word: refused, saying what to set (``--set`` them to keep them)."""
+    """Refuse a folder of photos with the digits' 8x8 grey settings left in the config (not ``--set``)."""
     if (cfg.data.image_size, cfg.data.channels) != DIGITS_SETTINGS or not cfg.origin.get("files"):
         return  # (no files: a config rebuilt from a checkpoint, whose run passed this check)
     chosen = {item.partition("=")[0] for item in cfg.origin.get("overrides", [])}
