@@ -367,7 +367,7 @@ def test_a_project_full_of_user_edits_updates_with_no_conflict(tmp_path, templat
     edit("config/config.yaml.jinja", header, f"# A header line of the new release.\n{header}")
     edit("config/config.yaml.jinja", "seed: {{ seed }}", "seed: {{ seed }}  # (1.1)\n# below the seed")
     edit("{{package_name}}/tasks/vision/config.py", '"vit_b_16")', '"vit_b_16", "resnet101")')
-    edit("{{package_name}}/engine/loop.py", '"""The training loop,', '"""(1.1) The training loop,')
+    edit("{{package_name}}/engine/loop.py", '"""The training loop', '"""(1.1) The training loop')
     edit("_partials/vision/custom/models.py", '"""Your networks.', '"""Your networks (1.1).')
     edit("_partials/vision/config.jinja", "epochs: 2", "epochs: 3")
     release_v2(template)
@@ -376,7 +376,7 @@ def test_a_project_full_of_user_edits_updates_with_no_conflict(tmp_path, templat
     assert result.returncode == 0, result.stderr
     assert {p: p.read_bytes() for p in ours} == ours
     assert '"resnet101")' in (package / "tasks" / "vision" / "config.py").read_text()
-    assert (package / "engine" / "loop.py").read_text().startswith('"""(1.1) The training loop,')
+    assert (package / "engine" / "loop.py").read_text().startswith('"""(1.1) The training loop')
     assert (project / "NEW.md").is_file() and read_answers(project)["_commit"] == "v1.1.0"
     status = git("status", "--porcelain", cwd=project)
     assert "config/" not in status and "custom/" not in status and "mine.py" not in status, status
