@@ -91,9 +91,9 @@ def test_lean_render_has_no_optional_file_no_dangling_import_and_lints(tmp_path,
         "demo/tasks/vision/model.py: from ...models.vit_layout import vit_sizes",
         "demo/tasks/vision/task.py: from ...models.vit_layout import vit_sizes",
         # vision: the config refuses a crop of arrays and every augmentation or mixing value without recipes
-        "demo/tasks/vision/task.py: from .augment import recipe_loss",
+        "demo/tasks/vision/task.py: from .recipes import recipe_loss",
         "demo/tasks/vision/data.py: from .augment import AugmentedArrays",
-        "demo/tasks/vision/data.py: from .augment import recipe_of",
+        "demo/tasks/vision/data.py: from .recipes import recipe_of",
         # vision: the config refuses a folder as data.path without the folders feature
         "demo/tasks/vision/data.py: from .folders import check_not_the_digits_settings, measure, train_files",
         "demo/tasks/vision/data.py: from .folders import labels_by_name",

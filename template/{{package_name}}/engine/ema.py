@@ -66,4 +66,3 @@ class Shadow(nn.Cell):
     def __init__(self, weights: ms.ParameterTuple):
         super().__init__(auto_prefix=False)
         self.shadow = weights.clone(prefix="ema", init="same")
-

@@ -31,7 +31,6 @@ from mindspore import Tensor, nn, ops
 
 from ...engine.arrays import normalise
 from ...images.arrays import image_rng
-from .model import CriterionLoss, your_criterion
 
 # The row of one image: affine (6), colour (7), erase (on, y0, y1, x0, x1), mix (kind, lam, y0, y1, x0, x1);
 # colour, erase and mix are the recipes feature's (recipes.py): neutral here.
@@ -171,32 +170,6 @@ class RecipeLoss(nn.Cell):
 
     def mix(self, x, target, row):  # recipes.py's MixingLoss mixes
         return x, target
-
-
-def recipe_of(cfg, meta: dict, files: bool) -> Recipe:
-    """The recipe of this run's training images (``meta["augment"]``: data.augment resolved; a
-    folder's images come at the eval resize, arrays at image_size)."""
-    base = round(meta["image_size"] / meta.get("eval_crop", 1.0)) if files else meta["image_size"]
-    kind = Recipe
-    if Recipe.of(cfg, meta.get("augment", "none"), base, files).full:
-        from .recipes import FullRecipe as kind
-    return kind.of(cfg, meta.get("augment", "none"), base, files)
-
-
-def recipe_loss(network: nn.Cell, cfg, meta: dict, recipe: Recipe) -> nn.Cell:
-    """The loss that augments (``Augment``, or ``recipes.py``'s colour and erasing cell), mixes
-    (``mixing.py``) and smooths on the device; your ``train.loss`` after the augmentation."""
-    cell = Augment
-    if recipe.colour or recipe.random_erase > 0:
-        from .recipes import RecipeAugment as cell
-    augment = cell(recipe, meta["mean"], meta["std"]) if recipe.on_device else None
-    if cfg.train.loss:  # the config refuses it with mixing or label smoothing (soft targets)
-        return CriterionLoss(network, your_criterion(cfg), augment)
-    if recipe.mixing:
-        from .mixing import MixingLoss
-
-        return MixingLoss(network, len(meta["classes"]), cfg.train.label_smoothing, augment, meta["image_size"])
-    return RecipeLoss(network, len(meta["classes"]), cfg.train.label_smoothing, augment)
 
 
 class AugmentedArrays:

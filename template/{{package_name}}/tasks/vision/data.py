@@ -136,7 +136,7 @@ def train_recipe(cfg, meta: dict):
     (the config refused what needs it without the feature)."""
     if not cfg.data.needs_recipe(reads_files(meta)):
         return None
-    from .augment import recipe_of
+    from .recipes import recipe_of
 
     return recipe_of(cfg, meta, reads_files(meta))
 

@@ -20,10 +20,12 @@ import math
 
 import mindspore as ms
 import numpy as np
-from mindspore import Tensor, ops
+from mindspore import Tensor, nn, ops
 
-from .augment import COLOUR, ERASE, Augment, Recipe
+from .augment import COLOUR, ERASE, Augment, Recipe, RecipeLoss
+from .mixing import MixingLoss
 from .mixing import draw as draw_mix
+from .model import CriterionLoss, your_criterion
 
 BRIGHTNESS, SATURATION, CONTRAST, SHARPNESS, LEVELS, SOLARIZE, AUTOCONTRAST = range(COLOUR, COLOUR + 7)
 BINS = 31  # magnitude bins (torchvision)
@@ -182,3 +184,23 @@ class RecipeAugment(Augment):
         rows, cols = self.pixels.reshape(1, 1, -1, 1), self.pixels.reshape(1, 1, 1, -1)
         y0, y1, x0, x1 = (bounds[:, i].reshape(-1, 1, 1, 1) for i in range(4))
         return ((rows >= y0) & (rows < y1) & (cols >= x0) & (cols < x1)).astype(ms.float32)
+
+
+def recipe_of(cfg, meta: dict, files: bool) -> Recipe:
+    """The recipe of this run's training images (``meta["augment"]``: data.augment resolved; a
+    folder's images come at the eval resize, arrays at image_size)."""
+    base = round(meta["image_size"] / meta.get("eval_crop", 1.0)) if files else meta["image_size"]
+    kind = FullRecipe if Recipe.of(cfg, meta.get("augment", "none"), base, files).full else Recipe
+    return kind.of(cfg, meta.get("augment", "none"), base, files)
+
+
+def recipe_loss(network: nn.Cell, cfg, meta: dict, recipe: Recipe) -> nn.Cell:
+    """The loss that augments (``Augment``, or ``RecipeAugment`` with colour and erasing), mixes
+    (``mixing.py``) and smooths on the device; your ``train.loss`` after the augmentation."""
+    cell = RecipeAugment if recipe.colour or recipe.random_erase > 0 else Augment
+    augment = cell(recipe, meta["mean"], meta["std"]) if recipe.on_device else None
+    if cfg.train.loss:  # the config refuses it with mixing or label smoothing (soft targets)
+        return CriterionLoss(network, your_criterion(cfg), augment)
+    if recipe.mixing:
+        return MixingLoss(network, len(meta["classes"]), cfg.train.label_smoothing, augment, meta["image_size"])
+    return RecipeLoss(network, len(meta["classes"]), cfg.train.label_smoothing, augment)

@@ -44,7 +44,7 @@ def build_loss(network: nn.Cell, cfg, meta: dict) -> nn.Cell:
     device or mixing, the recipes feature's loss (``augment.py``), which does them in the step."""
     recipe = train_recipe(cfg, meta)
     if recipe is not None:
-        from .augment import recipe_loss
+        from .recipes import recipe_loss
 
         return recipe_loss(network, cfg, meta, recipe)
     if cfg.train.loss:
