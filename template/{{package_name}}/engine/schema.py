@@ -9,7 +9,7 @@ import os
 import re
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from .seams import check_name, feature, is_spec
 
@@ -18,6 +18,15 @@ class Section(BaseModel):
     """Unknown keys are errors; values are not coerced (``true`` is not an epoch count); floats are finite."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True, allow_inf_nan=False)
+    # key -> (module, feature): a value other than the key's default needs that optional feature's module
+    FEATURES: ClassVar[dict[str, tuple[str, str]]] = {}
+
+    @field_validator("*")
+    @classmethod
+    def _feature(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name in cls.FEATURES and value != cls.model_fields[info.field_name].default:
+            feature(*cls.FEATURES[info.field_name])
+        return value
 
 
 class DataSection(Section):
@@ -73,17 +82,12 @@ class Train(Section):
     loss: str | None = None  # your own as module:Class, built with loss_kwargs ("Make it yours")
     loss_kwargs: dict[str, Any] = {}
 
+    FEATURES: ClassVar = {"ema": ("engine.ema", "recipes")}
+
     @field_validator("loss")
     @classmethod
     def _loss(cls, value: str | None) -> str | None:
         return value if value is None else check_name(value, ())
-
-    @field_validator("ema")
-    @classmethod
-    def _ema_feature(cls, value: float | None) -> float | None:
-        if value is not None:
-            feature("engine.ema", "recipes")
-        return value
 
 
 class Eval(Section):
@@ -118,6 +122,7 @@ class Optim(Section):
 
     OPTIMIZERS: ClassVar[tuple[str, ...]] = ("sgd", "momentum", "adam", "adamw")
     SCHEDULES: ClassVar[tuple[str, ...]] = ("constant", "step", "cosine")
+    FEATURES: ClassVar = {"layer_decay": ("engine.layer_decay", "recipes")}
 
     @field_validator("name")
     @classmethod
@@ -135,13 +140,6 @@ class Optim(Section):
             raise ValueError(f"optim.kwargs is for your own optimizer (optim.name: module:Class); {self.name} "
                              "takes optim.lr, weight_decay, momentum, nesterov")
         return self
-
-    @field_validator("layer_decay")
-    @classmethod
-    def _layer_decay_feature(cls, value: float | None) -> float | None:
-        if value is not None:
-            feature("engine.layer_decay", "recipes")
-        return value
 
     @field_validator("warmup_ratio")
     @classmethod

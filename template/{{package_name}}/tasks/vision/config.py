@@ -41,12 +41,8 @@ class DataConfig(DataSection):
             feature("tasks.vision.folders", "folders")
         return value
 
-    @field_validator("auto_augment", "color_jitter", "random_erase", "mixup", "cutmix")
-    @classmethod
-    def _recipes_feature(cls, value):  # off needs no module; on, the recipes feature's
-        if value not in ("none", 0, None):
-            feature("tasks.vision.recipes", "recipes")
-        return value
+    FEATURES: ClassVar = {key: ("tasks.vision.recipes", "recipes")
+                           for key in ("auto_augment", "color_jitter", "random_erase", "mixup", "cutmix")}
 
     @model_validator(mode="after")
     def _arrays_cropped_by_the_recipes_feature(self):
@@ -92,6 +88,7 @@ class ModelConfig(Section):
     vit_mlp_dim: PositiveInt | None = None
 
     ARCHS: ClassVar[tuple[str, ...]] = ("small_cnn", "resnet18", "resnet34", "resnet50", "vit_tiny", "vit_b_16")
+    FEATURES: ClassVar = {"drop_path": ("models.drop_path", "recipes"), "fast_conv": ("models.fast_conv", "archs")}
 
     @field_validator("arch")
     @classmethod
@@ -100,19 +97,6 @@ class ModelConfig(Section):
             feature("models.resnet" if value.startswith("resnet") else "models.vit", "archs")
         return value
 
-    @field_validator("drop_path")
-    @classmethod
-    def _drop_path(cls, value):
-        if value:
-            feature("models.drop_path", "recipes")
-        return value
-
-    @field_validator("fast_conv")
-    @classmethod
-    def _fast_conv(cls, value):
-        if value is not False:
-            feature("models.fast_conv", "archs")
-        return value
 
     @model_validator(mode="after")
     def _yours_or_built_in(self):
