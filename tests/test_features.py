@@ -24,6 +24,7 @@ MARKERS = {
     "check": "demo/check.py",
     "docker": "Dockerfile",
     "loggers": "demo/logs/trackers.py",
+    "plots": "demo/logs/plot.py",
     "weights": "convert_weights.py",
     "archs": "demo/models/resnet.py",
     "recipes": "demo/engine/ema.py",
@@ -312,7 +313,8 @@ def test_a_0_14_0_project_keeps_what_later_became_features(tmp_path):
     assert _update.update_project(project, vcs_ref=head) == []
     now = {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
     assert had - now == set(), sorted(had - now)[:10]
-    assert read_answers(project)["features"] == ["onnx", "check", "loggers", "archs", "recipes", "folders"]
+    joined = ["check", "loggers", "plots", "archs", "recipes", "folders"]
+    assert read_answers(project)["features"] == ["onnx", *joined]
 
 
 # The landed commit of 0.14.0's features work: EMA (engine/ema.py) and `python -m <pkg> check`

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import glob
 import logging
+import logging.handlers
 import os
 import random
 import shutil
@@ -101,9 +102,9 @@ def usable(device: str) -> str | None:
     import mindspore as ms
     from mindspore import log as ms_log
 
-    lines = []
     logger = ms_log._get_logger()  # the plugin error it logs becomes this function's answer, not a log line
-    kept, logger.handlers = logger.handlers, [_Collect(lines)]
+    collected = logging.handlers.BufferingHandler(capacity=10_000)
+    kept, logger.handlers = logger.handlers, [collected]
     try:
         available = getattr(ms.device_context, device.lower()).is_available()
     finally:
@@ -111,18 +112,10 @@ def usable(device: str) -> str | None:
     if available:
         return None
     # The plugin error lists every plugin that failed, one per line: keep this device's, on one line.
+    lines = [record.getMessage() for record in collected.buffer]
     errors = [part.strip() for line in lines if "Error message" in line
               for part in line.split("Error message: ", 1)[-1].splitlines() if device.lower() in part.lower()]
     return "; ".join(errors)[:300] or f"its {device} plugin did not load"
-
-
-class _Collect(logging.Handler):
-    def __init__(self, lines: list):
-        super().__init__()
-        self.lines = lines
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
 
 
 def _unused_kernel_notice(record: logging.LogRecord) -> bool:

@@ -154,7 +154,9 @@ class Output(Section):
     name: str | None = None  # run folder name inside dir (a plain name, not a path); null = timestamp
     # tensorboard and mlflow: the loggers feature, each with its extra (logs/loggers.py)
     loggers: list[Literal["jsonl", "csv", "tensorboard", "mlflow"]] = ["jsonl"]
-    plot: bool = True
+    plot: bool = False  # curves.png at the end of the run (logs/plot.py, the plots feature)
+
+    FEATURES: ClassVar = {"plot": ("logs.plot", "plots")}
 
     @field_validator("loggers")
     @classmethod

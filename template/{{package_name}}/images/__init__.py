@@ -1,3 +1,2 @@
-"""Reading images: ``arrays.py`` (an .npz, your loader's arrays), ``decode.py`` (files, with
-Pillow) and ``files.py`` (files streamed through mindspore.dataset). Rendered for the tasks that
-read images; in vision, the last two are the ``folders`` feature."""
+"""Reading images: ``arrays.py`` (an .npz, your loader's arrays), ``decode.py`` and ``files.py`` (image
+files, streamed through mindspore.dataset; in vision, the ``folders`` feature)."""

@@ -14,7 +14,7 @@ from typing import Any
 from ..engine.loop import Run, fit, setup
 from ..engine.schema import Config
 from ..engine.task import Task
-from ..logs.callbacks import Callback, CurvePlot, load_user_callbacks
+from ..logs.callbacks import Callback, load_user_callbacks
 from ..logs.console import ProgressBar, console
 from ..logs.loggers import build_loggers
 from ..logs.loggers import require as require_loggers
@@ -32,7 +32,9 @@ def train(cfg: Config, resume: str | None = None, callbacks: list[Callback] = ()
         run = run or setup(cfg, task, resume)
         cfg = run.cfg
         layers = [Watch(), ProgressBar(screen), Manifest()]
-        if cfg.output.plot:
+        if cfg.output.plot:  # the plots feature's (the config refuses output.plot without it)
+            from ..logs.plot import CurvePlot
+
             layers.append(CurvePlot(run.run_dir))
         # Loggers after the files they may upload at the end (mlflow: checkpoints, curves).
         layers += build_loggers(cfg.output.loggers, run.run_dir)
