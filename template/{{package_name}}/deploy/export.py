@@ -59,7 +59,7 @@ def export_networks(trained, path: str, out: Path, formats: tuple[str, ...], bat
     if "onnx" in formats and (taken := [out / f"{name}.onnx" for name in exports if (out / f"{name}.onnx").exists()]):
         raise UserError(f"{taken[0]} exists: export to another --out folder, or remove it first")
     for name, (cell, inputs) in exports.items():
-        files = {}
+        files, output = {}, trained.task.outputs.get(name, ("output", ""))
         with staged(out, name) as stage:  # files named as in out, moved there when all are written
             if arrays:  # built in memory: a failed write then leaves no half-closed zip behind
                 buffer = io.BytesIO()
@@ -72,13 +72,14 @@ def export_networks(trained, path: str, out: Path, formats: tuple[str, ...], bat
             if "onnx" in formats:
                 from .onnx import export_onnx
 
-                names = io_names(name, cell, len(_numpy(cell(*inputs))))
+                names = io_names(cell, len(_numpy(cell(*inputs))), output[0])
                 checked = export_onnx(cell, inputs, stage / name, batch, names)[1]
                 written[f"{name}.onnx"] = out / f"{name}.onnx"
                 files["onnx"] = {"file": written[f"{name}.onnx"], **checked}
             if (out / f"{name}.json").is_file():  # an earlier export's formats stay listed (spec.py)
                 shutil.copyfile(out / f"{name}.json", stage / f"{name}.json")
-            write_spec(stage / name, files, cell, inputs, _numpy(cell(*inputs)), trained.task.name, meta, path)
+            write_spec(stage / name, files, cell, inputs, _numpy(cell(*inputs)), trained.task.name, meta, path,
+                       output)
     return written
 
 

@@ -11,25 +11,15 @@ from typing import Any
 import numpy as np
 from mindspore import Tensor, nn
 
-# Each exported network's output: its name in the graph, and what it means.
-OUTPUT_NAMES = {"classifier": "logits", "scorer": "logit", "ctr_model": "logit", "image_encoder": "embedding",
-                "text_encoder": "embedding", "lm": "logits"}
-MEANINGS = {
-    "classifier": "logits over meta.classes (softmax: probabilities)",
-    "scorer": "the logit that the user interacts with the item (sigmoid: probability)",
-    "ctr_model": "the logit that the user likes the item (sigmoid: probability)",
-    "image_encoder": "the L2-normalised image embedding (cosine = dot product with a text embedding)",
-    "text_encoder": "the L2-normalised caption embedding (cosine = dot product with an image embedding)",
-    "lm": "next-token logits at every position (pad on the right; read the last real position)",
-}
-
 
 def write_spec(stem: Path, files: dict[str, Any], cell: nn.Cell, inputs: tuple[Tensor, ...],
-               outputs: list[np.ndarray], task: str, meta: dict[str, Any], checkpoint: str) -> Path:
-    """``files``: {"mindir": path} and/or {"onnx": {...}}; earlier ones of this checkpoint stay listed."""
+               outputs: list[np.ndarray], task: str, meta: dict[str, Any], checkpoint: str,
+               output: tuple[str, str] = ("output", "")) -> Path:
+    """``files``: {"mindir": path} and/or {"onnx": {...}}; earlier ones of this checkpoint stay listed.
+    ``output``: the output's name in the graph and its meaning (``Task.outputs``)."""
     path = stem.with_suffix(".json")
     earlier = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    names, outputs_named = io_names(stem.name, cell, len(outputs))
+    names, outputs_named = io_names(cell, len(outputs), output[0])
     spec = {
         "format": 2,
         "task": task,
@@ -38,7 +28,7 @@ def write_spec(stem: Path, files: dict[str, Any], cell: nn.Cell, inputs: tuple[T
            if f in earlier and earlier.get("checkpoint") == str(checkpoint)},
         **{f: _relative(value) for f, value in files.items()},
         "inputs": [{"name": name, **_tensor(x.asnumpy())} for name, x in zip(names, inputs)],
-        "outputs": [{"name": name, **_tensor(y), "meaning": MEANINGS.get(stem.name, "")}
+        "outputs": [{"name": name, **_tensor(y), "meaning": output[1]}
                     for name, y in zip(outputs_named, outputs)],
         "meta": meta,
     }
@@ -48,9 +38,8 @@ def write_spec(stem: Path, files: dict[str, Any], cell: nn.Cell, inputs: tuple[T
     return path
 
 
-def io_names(name: str, cell: nn.Cell, n_outputs: int) -> tuple[list[str], list[str]]:
-    """The graph's input names (``construct``'s arguments) and output names (``OUTPUT_NAMES``)."""
-    output = OUTPUT_NAMES.get(name, "output")
+def io_names(cell: nn.Cell, n_outputs: int, output: str = "output") -> tuple[list[str], list[str]]:
+    """The graph's input names (``construct``'s arguments) and output names (``output``, numbered if several)."""
     return list(inspect.signature(cell.construct).parameters), [output] if n_outputs == 1 else [
         f"{output}_{i}" for i in range(n_outputs)]
 

@@ -118,6 +118,8 @@ class Task:
     metrics: tuple[str, ...] | Callable[[Config], tuple[str, ...]]
     # name -> (cell, example inputs) for MINDIR export; axis 0 of every input becomes dynamic
     exports: Callable[[nn.Cell, dict, Config], dict[str, tuple[nn.Cell, tuple[Tensor, ...]]]]
+    # An exported network's output: name -> (its name in the graph, what it means), in <name>.json
+    outputs: dict[str, tuple[str, str]] = field(default_factory=dict)
     capabilities: Callable[[Config], Capabilities] = lambda cfg: Capabilities()
     warm_start: Callable[[nn.Cell, Config], None] = lambda network, cfg: None  # fresh runs only: pretrained
     # export.py --format NAME of a folder (nlp: hf): NAME -> (Trained, --out, --dtype) -> {what: path}

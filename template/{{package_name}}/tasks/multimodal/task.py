@@ -126,4 +126,8 @@ def capabilities(cfg) -> Capabilities:
 TASK = Task(name="multimodal", load_data=load_data, build_model=build_model, evaluate=evaluate,
             monitor="i2t_r1", mode="max", metrics=("i2t_r1", "i2t_r5", "t2i_r1", "t2i_r5", "temperature"),
             exports=exports, warm_start=warm_start, capabilities=capabilities, load_eval_data=load_eval_data,
-            fixed_data=("image_size", "channels", "max_tokens"))
+            fixed_data=("image_size", "channels", "max_tokens"),
+            outputs={"image_encoder": ("embedding", "the L2-normalised image embedding (cosine = dot product with "
+                                                    "a text embedding)"),
+                     "text_encoder": ("embedding", "the L2-normalised caption embedding (cosine = dot product "
+                                                   "with an image embedding)")})

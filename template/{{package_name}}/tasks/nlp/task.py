@@ -145,4 +145,6 @@ TASK = Task(name="nlp", load_data=load_data, build_model=build_model, evaluate=e
             monitor="loss", mode="min", metrics=("loss", "perplexity", "unigram_ppl"),
             exports=exports, deploy_meta=deploy_meta,
             fixed_data=("tokenizer", "tokenizer_file", "vocab_size"), load_eval_data=load_eval_data,
-            warm_start=warm_start, folder_formats={"hf": exporter.write, "peft": exporter.write_adapters})
+            warm_start=warm_start, folder_formats={"hf": exporter.write, "peft": exporter.write_adapters},
+            outputs={"lm": ("logits", "next-token logits at every position (pad on the right; read the last real "
+                                      "position)")})

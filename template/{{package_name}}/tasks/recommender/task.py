@@ -125,4 +125,6 @@ def capabilities(cfg) -> Capabilities:
 TASK = Task(name="recommender", load_data=load_data, build_model=build_model, evaluate=evaluate,
             monitor=monitor, mode="max", metrics=metrics, exports=exports, capabilities=capabilities,
             fixed_data=("mode",), deploy_meta=deploy_meta, deploy_arrays=deploy_arrays,
-            optimizers={"lazy_adam": lambda groups, lr: nn.Adam(groups, learning_rate=lr, use_lazy=True)})
+            optimizers={"lazy_adam": lambda groups, lr: nn.Adam(groups, learning_rate=lr, use_lazy=True)},
+            outputs={"scorer": ("logit", "the logit that the user interacts with the item (sigmoid: probability)"),
+                     "ctr_model": ("logit", "the logit that the user likes the item (sigmoid: probability)")})

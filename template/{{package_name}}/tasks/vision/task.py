@@ -133,4 +133,5 @@ TASK = Task(name="vision", load_data=load_data, build_model=build_model, evaluat
             monitor="accuracy", mode="max", metrics=("accuracy", "loss"), exports=exports,
             metric_inputs="logits (N, classes) float32, labels (N,) int32", loss_inputs="logits, labels",
             warm_start=warm_start, capabilities=capabilities, load_eval_data=load_eval_data,
-            fixed_data=("image_size", "channels", "eval_crop"))
+            fixed_data=("image_size", "channels", "eval_crop"),
+            outputs={"classifier": ("logits", "logits over meta.classes (softmax: probabilities)")})
