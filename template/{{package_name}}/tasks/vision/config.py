@@ -50,13 +50,6 @@ class DataConfig(DataSection):
             feature("tasks.vision.augment", "recipes", f"data.augment={self.augment}")
         return self
 
-    def needs_recipe(self, files: bool) -> bool:
-        """Whether training images need the recipes feature's augmentation (``augment.py``): a crop or
-        flip of arrays (a folder's stay in its input pipeline), RandAugment, jitter, erasing or mixing."""
-        mixing = (self.mixup is not None or self.cutmix is not None) and self.mix_prob > 0
-        return (not files and self.augment in ("crop", "crop_flip") or self.auto_augment != "none"
-                or self.color_jitter > 0 or self.random_erase > 0 or mixing)
-
     @model_validator(mode="after")
     def _one_value_or_one_per_channel(self):
         if (self.mean is None) != (self.std is None):

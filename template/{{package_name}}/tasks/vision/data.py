@@ -13,6 +13,7 @@ drawn from (seed, epoch, index); the step augments them.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
@@ -125,20 +126,14 @@ def your_arrays(cfg) -> tuple[np.ndarray, np.ndarray, list[str]]:
     return images, labels, classes
 
 
-def reads_files(meta: dict) -> bool:
-    """Whether the run trains on image files (a folder), not arrays in memory."""
-    path = str(meta.get("data_path") or "")  # a meta built in code may lack the keys
-    return not (path.endswith(".npz") or is_spec(path))
-
-
 def train_recipe(cfg, meta: dict):
     """The recipes feature's ``Recipe`` of this run's training images, or None when they need none
-    (the config refused what needs it without the feature)."""
-    if not cfg.data.needs_recipe(reads_files(meta)):
+    (without the feature, the config refused every value that needs one)."""
+    if importlib.util.find_spec(f"{__package__}.recipes") is None:
         return None
     from .recipes import recipe_of
 
-    return recipe_of(cfg, meta, reads_files(meta))
+    return recipe_of(cfg, meta)
 
 
 def check_every_class(labels: np.ndarray, path: str) -> None:

@@ -22,6 +22,7 @@ import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn, ops
 
+from ...engine.seams import is_spec
 from .augment import COLOUR, ERASE, Augment, Recipe, RecipeLoss
 from .mixing import MixingLoss
 from .mixing import draw as draw_mix
@@ -186,12 +187,25 @@ class RecipeAugment(Augment):
         return ((rows >= y0) & (rows < y1) & (cols >= x0) & (cols < x1)).astype(ms.float32)
 
 
-def recipe_of(cfg, meta: dict, files: bool) -> Recipe:
+def recipe_of(cfg, meta: dict) -> Recipe | None:
     """The recipe of this run's training images (``meta["augment"]``: data.augment resolved; a
-    folder's images come at the eval resize, arrays at image_size)."""
+    folder's images come at the eval resize, arrays at image_size), or None when they need none:
+    a crop or flip of arrays needs one (a folder's are in its input pipeline), as do RandAugment,
+    jitter, erasing and mixing."""
+    d, files = cfg.data, reads_files(meta)
+    mixing = (d.mixup is not None or d.cutmix is not None) and d.mix_prob > 0
+    if not (not files and d.augment in ("crop", "crop_flip") or d.auto_augment != "none" or d.color_jitter > 0
+            or d.random_erase > 0 or mixing):
+        return None
     base = round(meta["image_size"] / meta.get("eval_crop", 1.0)) if files else meta["image_size"]
     kind = FullRecipe if Recipe.of(cfg, meta.get("augment", "none"), base, files).full else Recipe
     return kind.of(cfg, meta.get("augment", "none"), base, files)
+
+
+def reads_files(meta: dict) -> bool:
+    """Whether the run trains on image files (a folder), not arrays in memory."""
+    path = str(meta.get("data_path") or "")  # a meta built in code may lack the keys
+    return not (path.endswith(".npz") or is_spec(path))
 
 
 def recipe_loss(network: nn.Cell, cfg, meta: dict, recipe: Recipe) -> nn.Cell:
