@@ -5,39 +5,30 @@ feature's ``tensorboard`` and ``mlflow`` (``trackers.py``, imported only when ch
 from __future__ import annotations
 
 import csv
-import importlib
 import json
 import logging
 import math
 import os
 from pathlib import Path
 
-from ..engine.errors import ConfigError
 from .callbacks import Callback, Logger
 
 log = logging.getLogger(__name__)
 
-# logger -> the module it imports (the extra of the same name installs it)
-OPTIONAL = {"tensorboard": "tensorboardX", "mlflow": "mlflow"}
-
-
 def require(names: list[str]) -> None:
-    """Refuse, naming the extra to install, a chosen logger whose package is missing."""
-    for name in names:
-        if name in OPTIONAL:
-            try:
-                importlib.import_module(OPTIONAL[name])
-            except ImportError:
-                raise ConfigError(f"output.loggers: {name} needs {OPTIONAL[name]}, which is not installed: "
-                                  f'pip install -e ".[{name}]"') from None
+    """Refuse, naming the extra to install, a chosen logger whose package is missing (before any heavy work)."""
+    if set(names) - {"jsonl", "csv"}:  # tensorboard, mlflow: the loggers feature's
+        from .trackers import require
+
+        require(names)
 
 
 def build_loggers(names: list[str], run_dir: Path) -> list[Callback]:
     kinds: dict[str, type[Logger]] = {"jsonl": JsonlLogger, "csv": CsvLogger}
-    if set(OPTIONAL) & set(names):  # the loggers feature's
-        from .trackers import MlflowLogger, TensorBoardLogger
+    if set(names) - set(kinds):  # the loggers feature's
+        from .trackers import TRACKERS
 
-        kinds |= {"tensorboard": TensorBoardLogger, "mlflow": MlflowLogger}
+        kinds |= TRACKERS
     return [kinds[name](run_dir) for name in dict.fromkeys(names)]
 
 

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import time
@@ -18,7 +19,22 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.config import flatten
+from ..engine.errors import ConfigError
 from .callbacks import Logger
+
+# logger -> the module it imports (the extra of the same name installs it)
+OPTIONAL = {"tensorboard": "tensorboardX", "mlflow": "mlflow"}
+
+
+def require(names: list[str]) -> None:
+    """Refuse, naming the extra to install, a chosen logger whose package is missing."""
+    for name in names:
+        if name in OPTIONAL:
+            try:
+                importlib.import_module(OPTIONAL[name])
+            except ImportError:
+                raise ConfigError(f"output.loggers: {name} needs {OPTIONAL[name]}, which is not installed: "
+                                  f'pip install -e ".[{name}]"') from None
 
 
 def scalars(row: dict[str, Any]) -> dict[str, float]:
@@ -79,3 +95,6 @@ class MlflowLogger(Logger):
         if progress.is_main:  # runs after the checkpoints and the curves are written
             self.client.log_artifacts(self.run_id, str(self.run_dir))
             self.client.set_terminated(self.run_id)
+
+
+TRACKERS: dict[str, type[Logger]] = {"tensorboard": TensorBoardLogger, "mlflow": MlflowLogger}
