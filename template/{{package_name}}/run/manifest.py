@@ -58,13 +58,6 @@ def write(run_dir: Path, cfg: Config, device: str, world_size: int, resumed_from
     return manifest
 
 
-def update(run_dir: Path, **fields: Any) -> None:
-    """Add what is known only once training runs (e.g. ``eval_examples``) to ``manifest.json``."""
-    path = run_dir / "manifest.json"
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    path.write_text(json.dumps({**manifest, **fields}, indent=2), encoding="utf-8")
-
-
 class Manifest(Callback):
     """``manifest.json`` at the start; at the first evaluation, ``eval_examples`` (said once)."""
 
@@ -79,5 +72,8 @@ class Manifest(Callback):
             return
         self.said = True
         log.info(budget_note(progress.cfg.eval.max_examples, int(metrics["examples"])))
-        if progress.is_main:
-            update(progress.run_dir, eval_examples=int(metrics["examples"]))
+        if progress.is_main:  # known only once training runs
+            path = progress.run_dir / "manifest.json"
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+            path.write_text(json.dumps({**manifest, "eval_examples": int(metrics["examples"])}, indent=2),
+                            encoding="utf-8")

@@ -1,15 +1,6 @@
-"""Vision data: an .npz (or your own loader's arrays) held in memory, or a folder of photos
-(the ``folders`` feature, ``folders.py``); split and normalised.
-
-An ``.npz`` (e.g. the embedded digits) is small: it is decoded once and batched from memory,
-the fastest path for small data. A folder of photos is only listed (``folders.py``): its files
-are decoded, resized and normalised batch by batch in ``mindspore.dataset`` workers, so memory
-does not grow with the number of images.
-
-Augmented training (the recipes feature, ``augment.py``): the train step gets raw images (an
-.npz's in [0, 1]; a folder's as uint8 pixels) plus one row of augmentation numbers per image,
-drawn from (seed, epoch, index); the step augments them.
-"""
+"""Vision data: an .npz (e.g. the embedded digits) or your own loader's arrays, decoded once and
+batched from memory (the fastest path for small data), or a folder of photos (the ``folders`` feature:
+``folders.py``); split and normalised. Augmentation on the device: the ``recipes`` feature's ``augment.py``."""
 
 from __future__ import annotations
 
@@ -63,15 +54,9 @@ def load_data(cfg) -> Data:
 
 
 def load_eval_data(cfg, meta: dict) -> Data:
-    """What ``eval.py`` scores, read for a checkpoint of ``meta``: nothing is measured and
-    ``model.pretrained`` is not read (the checkpoint carries its weights and normalisation).
-
-    - ``data.path`` is the data the checkpoint was trained on (``meta["data_path"]``, compared
-      as resolved paths): its held-out split, exactly as the evaluations during training;
-    - any other data: every example of it. A folder's classes are matched by name to the
-      checkpoint's (any subset of them; an unknown one is refused); an .npz's labels are
-      class indices, as in training.
-    """
+    """What ``eval.py`` scores for a checkpoint of ``meta`` (which carries its normalisation: nothing is
+    measured): the held-out split of the data it was trained on (``meta["data_path"]``, as resolved
+    paths), else every example. A folder's classes match the checkpoint's by name, an .npz's by index."""
     kind, examples, labels, classes = read_examples(cfg)
     if kind == "file":  # the folders feature
         from .folders import labels_by_name
