@@ -1,2 +1,3 @@
 """Reading images: ``arrays.py`` (an .npz, your loader's arrays), ``decode.py`` and ``files.py`` (image
-files, streamed through mindspore.dataset; in vision, the ``folders`` feature)."""
+files, streamed through mindspore.dataset), ``rng.py`` (an image's random draws); in vision, all but
+the first are optional features'."""

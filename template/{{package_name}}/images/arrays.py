@@ -1,20 +1,13 @@
-"""Images as arrays: ``.npz`` files (or your loader's arrays) read and checked, and one image's random stream."""
+"""Images as arrays: ``.npz`` files (or your loader's arrays) read and checked."""
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
 from ..engine.errors import DataError
-
-
-def image_rng(seed: int, epoch: int, index: int, stream: str) -> random.Random:
-    """One image's random draws in ``stream``, from (seed, epoch, index) alone: the same in any worker,
-    rank or resume. ``random.Random`` takes ~5 us to make, NumPy's ``default_rng`` ~50 us."""
-    return random.Random(f"{seed}/{epoch}/{index}/{stream}")
 
 
 def read_npz(path: Path, size: int, channels: int) -> tuple[np.ndarray, np.ndarray]:

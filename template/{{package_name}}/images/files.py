@@ -20,8 +20,8 @@ from PIL import Image
 
 from ..engine import pipeline
 from ..engine.errors import DataError
-from .arrays import image_rng
 from .decode import BMP, JPEG, PNG, open_image
+from .rng import image_rng
 
 # What MindSpore's decoder reads (GIF and WebP are not among them: convert those first).
 STREAM_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp"}

@@ -16,11 +16,14 @@ names, faster backward on CPU; ``model.fast_conv``).
 from __future__ import annotations
 
 import re
+from functools import partial
 
 from mindspore import nn, ops
 from mindspore.common.initializer import HeNormal
 
 from .drop_path import DropPath, block_rates
+from .fast_conv import conv_class
+from .registry import Backbone, Options
 
 
 def conv(in_ch: int, out_ch: int, kernel: int, stride: int = 1, cls=nn.Conv2d) -> nn.Conv2d:
@@ -140,3 +143,11 @@ class ResNet(nn.Cell):
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))  # (B, 64, H/4, W/4)
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))  # (B, F, H/32, W/32)
         return ops.mean(x, axis=(2, 3))
+
+
+def build(arch: str, o: Options) -> ResNet:
+    return ResNet(arch, o.channels, conv_class(o.fast_conv), o.drop_path)
+
+
+# The registry's entries (backbones.py): BatchNorm, so accumulation and msrun are approximate.
+BACKBONES = {arch: Backbone(partial(build, arch), batch_norm=True) for arch in ARCHS}

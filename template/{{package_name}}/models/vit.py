@@ -25,6 +25,8 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.common.initializer import Normal, TruncatedNormal, XavierUniform, initializer
 
 from .drop_path import DropPath, block_rates
+from .registry import Backbone, Options
+from .vit_layout import ARCHS, vit_sizes
 
 LN_EPS = 1e-6  # torchvision and timm (PyTorch's default is 1e-5, CLIP's)
 
@@ -158,3 +160,15 @@ class VisionTransformer(nn.Cell):
         cls = ops.broadcast_to(self.class_token.astype(x.dtype), (b, 1, c))
         x = self.encoder(ops.concat((cls, x), axis=1))  # (B, N + 1, C)
         return x[:, 0]
+
+
+def build(o: Options) -> VisionTransformer:
+    """A named ViT at the sizes of ``o.config`` (the vision task's model section): the arch's, each
+    replaced where the config sets one (``vit_layout.vit_sizes``)."""
+    patch, layers, heads, width, mlp_dim = vit_sizes(o.config)
+    return VisionTransformer(o.image_size, patch, layers, heads, width, mlp_dim, o.channels, o.config.dropout,
+                             drop_path=o.drop_path)
+
+
+# The registry's entries (backbones.py): positions for one image size.
+BACKBONES = {arch: Backbone(build, fixed_size=True) for arch in ARCHS}

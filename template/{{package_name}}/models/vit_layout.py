@@ -1,5 +1,5 @@
 """The published ViT layouts: the sizes of the named archs, and torchvision's names <-> Hugging
-Face ``ViTForImageClassification``'s, one table both ways. Plain Python (the config reads the sizes).
+Face ``ViTForImageClassification``'s, one table both ways. Plain Python (the config checks the sizes).
 
 Our ViT (``vit.py``) uses torchvision's names, so a torchvision-layout file loads as it is.
 A Hugging Face file is renamed to them here (its separate query/key/value are stacked into
@@ -25,6 +25,17 @@ def vit_sizes(model_cfg) -> tuple[int, int, int, int, int]:
     given = (model_cfg.patch_size, model_cfg.vit_layers, model_cfg.vit_heads, model_cfg.vit_width,
              model_cfg.vit_mlp_dim)
     return tuple(g if g is not None else p for g, p in zip(given, ARCHS[model_cfg.arch]))
+
+
+def check_fits(model_cfg, image_size: int) -> None:
+    """The config's check of a named ViT's sizes (``data.image_size``, ``model:``); a ValueError names the keys."""
+    patch, _, heads, width, _ = vit_sizes(model_cfg)
+    if image_size % patch:
+        raise ValueError(f"data.image_size={image_size} must be a multiple of the ViT's patch size "
+                         f"{patch} (model.patch_size)")
+    if width % heads:
+        raise ValueError(f"the ViT's width {width} must be divisible by its {heads} heads "
+                         "(model.vit_width, model.vit_heads)")
 
 
 # torchvision name -> Hugging Face name, outside the blocks

@@ -29,8 +29,9 @@ from ...engine.arrays import normalise, stratified_split
 from ...engine.errors import DataError
 from ...engine.runtime import resolve_workers
 from ...engine.task import Data
-from ...images.arrays import image_rng, read_npz
+from ...images.arrays import read_npz
 from ...images.files import ImageFiles, ImageTransform, statistics
+from ...images.rng import image_rng
 from .captions import build_vocab, encode, words
 from .config import DataConfig
 

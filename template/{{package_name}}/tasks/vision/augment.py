@@ -30,7 +30,7 @@ import numpy as np
 from mindspore import Tensor, nn, ops
 
 from ...engine.arrays import normalise
-from ...images.arrays import image_rng
+from ...images.rng import image_rng
 
 # The row of one image: affine (6), colour (7), erase (on, y0, y1, x0, x1), mix (kind, lam, y0, y1, x0, x1);
 # colour, erase and mix are the recipes feature's (recipes.py): neutral here.

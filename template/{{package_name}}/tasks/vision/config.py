@@ -125,15 +125,8 @@ class TaskConfig(Config):
 
     @model_validator(mode="after")
     def _vit_fits(self):
-        if is_spec(self.model.arch) or not self.model.arch.startswith("vit"):
-            return self
-        from ...models.vit_layout import vit_sizes
+        if not is_spec(self.model.arch) and self.model.arch.startswith("vit"):  # the archs feature's
+            from ...models.vit_layout import check_fits
 
-        patch, _, heads, width, _ = vit_sizes(self.model)
-        if self.data.image_size % patch:
-            raise ValueError(f"data.image_size={self.data.image_size} must be a multiple of the ViT's patch size "
-                             f"{patch} (model.patch_size)")
-        if width % heads:
-            raise ValueError(f"the ViT's width {width} must be divisible by its {heads} heads "
-                             "(model.vit_width, model.vit_heads)")
+            check_fits(self.model, self.data.image_size)
         return self

@@ -20,15 +20,10 @@ from ...models.backbones import Options, build_backbone
 
 def backbone_for(model_cfg, channels: int, image_size: int) -> nn.Cell:
     """``model.arch``'s backbone from the registry (``models/backbones.py``), built from this task's keys."""
-    vit = None
-    if model_cfg.arch.startswith("vit"):  # the archs feature's (the config refused it when absent)
-        from ...models.vit_layout import vit_sizes
-
-        vit = vit_sizes(model_cfg)
     return build_backbone(model_cfg.arch, Options(
         channels, image_size, fast_conv=model_cfg.fast_conv, widths=tuple(model_cfg.widths),
         blocks_per_stage=model_cfg.blocks_per_stage, norm=model_cfg.norm, drop_path=model_cfg.drop_path,
-        vit_sizes=vit, dropout=model_cfg.dropout))
+        config=model_cfg))
 
 
 def your_network(cfg, num_classes: int, channels: int, image_size: int) -> nn.Cell:
