@@ -29,6 +29,7 @@ MARKERS = {
     "archs": "demo/models/resnet.py",
     "recipes": "demo/engine/ema.py",
     "folders": "demo/tasks/vision/folders.py",
+    "finetune": "demo/tasks/vision/finetune.py",
 }
 
 
@@ -100,6 +101,10 @@ def test_lean_render_has_no_optional_file_no_dangling_import_and_lints(tmp_path,
         "demo/tasks/vision/data.py: from .folders import labels_by_name",
         "demo/tasks/vision/data.py: from .folders import list_folder",
         "demo/tasks/vision/task.py: from .folders import folder_logits",
+        # vision: the config refuses model.pretrained and model.freeze_backbone without finetune
+        "demo/tasks/vision/task.py: from .finetune import freeze_backbone",
+        "demo/tasks/vision/task.py: from .finetune import warm_start as copy_backbone",
+        "demo/tasks/vision/data.py: from .finetune import pretrained_normalisation",
         # ... and only a folder's files reach the engine as an ExampleSource, streamed by pipeline.py
         "demo/engine/data.py: from .pipeline import batches",
     }
@@ -130,13 +135,15 @@ def test_defaults_choose_every_feature_and_a_list_chooses_those(tmp_path):
 
 def test_weights_brings_the_archs_it_imports_into_and_the_folders_it_fine_tunes_on(tmp_path):
     project = generate(tmp_path, "vision", git=False, features="weights")
-    assert read_answers(project)["features"] == ["weights", "archs", "folders"]
+    assert read_answers(project)["features"] == ["weights", "archs", "folders", "finetune"]
+    assert (project / MARKERS["finetune"]).is_file() and (project / "tests/test_finetune.py").is_file()
     assert (project / MARKERS["archs"]).is_file() and not (project / MARKERS["recipes"]).exists()
     assert (project / "demo/models/drop_path.py").is_file()  # the archs' blocks use it
     assert not (project / "demo/tasks/vision/recipes.py").exists()
     assert (project / MARKERS["folders"]).is_file() and (project / "tests/test_vision_folders.py").is_file()
     readme = (project / "README.md").read_text("utf-8")
     assert "`recipes` (" in readme and "`archs` (" not in readme  # the note's "Not here" list
+    assert "`finetune` (" not in readme and "msscaffold add finetune" not in readme
 
 
 @pytest.mark.parametrize(
@@ -145,6 +152,7 @@ def test_weights_brings_the_archs_it_imports_into_and_the_folders_it_fine_tunes_
         (["--task", "vision", "--features", "onnx,bogus"], "feature 'bogus' is unknown"),
         (["--task", "nlp", "--features", "weights"], "feature 'weights' is not one of the nlp task's"),
         (["--task", "recommender", "-d", "features=weights"], "not one of the recommender task's"),
+        (["--task", "multimodal", "--features", "finetune"], "'finetune' is not one of the multimodal"),
     ],
 )
 def test_new_refuses_a_feature_in_one_line_and_writes_nothing(tmp_path, args, message):
@@ -294,7 +302,7 @@ def test_a_0_13_0_project_updates_with_every_file_it_had(tmp_path):
 def test_a_0_14_0_project_keeps_what_later_became_features(tmp_path):
     """0.14.0 had ResNet/ViT and RandAugment/mixup in every vision project; a 0.14.0 project answered
     `features: [onnx]` updates with every file it had: archs, recipes and folders join its answer (and
-    check, its python -m <package> check)."""
+    check, its python -m <package> check; finetune, its warm start)."""
     from test_update import _hatch_build
 
     from msscaffold import generate as _generate
@@ -313,7 +321,7 @@ def test_a_0_14_0_project_keeps_what_later_became_features(tmp_path):
     assert _update.update_project(project, vcs_ref=head) == []
     now = {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
     assert had - now == set(), sorted(had - now)[:10]
-    joined = ["check", "loggers", "plots", "archs", "recipes", "folders"]
+    joined = ["check", "loggers", "plots", "archs", "recipes", "folders", "finetune"]
     assert read_answers(project)["features"] == ["onnx", *joined]
 
 
