@@ -85,6 +85,8 @@ def test_lean_render_has_no_optional_file_no_dangling_import_and_lints(tmp_path,
         "demo/deploy/export.py: from .onnx import export_onnx",
         # the config refuses output.loggers tensorboard/mlflow without the loggers feature (test_logging.py)
         "demo/logs/loggers.py: from .trackers import MlflowLogger, TensorBoardLogger",
+        # the config refuses output.plot without the plots feature
+        "demo/run/train.py: from ..logs.plot import CurvePlot",
         # vision: the config refuses an arch, fast_conv or recipe value whose module is absent
         "demo/models/backbones.py: from .fast_conv import conv_class as fast",
         "demo/models/backbones.py: from .resnet import ResNet",
