@@ -336,8 +336,8 @@ EMA_CORE = "efc3d1f"
 def test_a_feature_since_widened_joins_when_the_project_has_its_files(tmp_path):
     """A lean vision project of a commit where engine/ema.py was core (and `recipes` already a
     feature, which the project did not choose) updates with every file it had: `recipes`, which
-    holds ema.py now, joins its answer because the project has the file; `check` and `folders`,
-    new names, join as features its release did not offer."""
+    holds ema.py now, joins its answer because the project has the file; `check`, `folders` and
+    `finetune`, new names, join as features its release did not offer."""
     from msscaffold import generate as _generate
     from msscaffold import update as _update
     from msscaffold.source import TemplateSource
@@ -354,4 +354,5 @@ def test_a_feature_since_widened_joins_when_the_project_has_its_files(tmp_path):
     assert _update.update_project(project, vcs_ref=head) == []
     now = {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
     assert had - now == set(), sorted(had - now)[:10]
-    assert {"recipes", "check", "folders"} <= set(read_answers(project)["features"])
+    assert {"recipes", "check", "folders", "finetune"} <= set(read_answers(project)["features"])
+    assert (project / "proj/tasks/vision/finetune.py").is_file()  # its warm start was core there
