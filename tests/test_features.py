@@ -29,6 +29,7 @@ MARKERS = {
     "archs": "demo/models/resnet.py",
     "recipes": "demo/engine/ema.py",
     "folders": "demo/tasks/vision/folders.py",
+    "finetune": "demo/tasks/vision/finetune.py",
 }
 
 
@@ -84,6 +85,8 @@ def test_lean_render_has_no_optional_file_no_dangling_import_and_lints(tmp_path,
         "demo/deploy/export.py: from .onnx import export_onnx",
         # the config refuses output.loggers tensorboard/mlflow without the loggers feature (test_logging.py)
         "demo/logs/loggers.py: from .trackers import MlflowLogger, TensorBoardLogger",
+        # the config refuses output.plot without the plots feature
+        "demo/run/train.py: from ..logs.plot import CurvePlot",
         # vision: the config refuses an arch, fast_conv or recipe value whose module is absent
         "demo/models/backbones.py: from .fast_conv import conv_class",
         "demo/models/backbones.py: from .resnet import BACKBONES as RESNETS",  # when the files are there
@@ -99,6 +102,10 @@ def test_lean_render_has_no_optional_file_no_dangling_import_and_lints(tmp_path,
         "demo/tasks/vision/data.py: from .folders import labels_by_name",
         "demo/tasks/vision/data.py: from .folders import list_folder",
         "demo/tasks/vision/task.py: from .folders import folder_logits",
+        # vision: the config refuses model.pretrained and model.freeze_backbone without finetune
+        "demo/tasks/vision/task.py: from .finetune import freeze_backbone",
+        "demo/tasks/vision/task.py: from .finetune import warm_start as copy_backbone",
+        "demo/tasks/vision/data.py: from .finetune import pretrained_normalisation",
         # ... and only a folder's files reach the engine as an ExampleSource, streamed by pipeline.py
         "demo/engine/data.py: from .pipeline import batches",
     }
@@ -129,13 +136,15 @@ def test_defaults_choose_every_feature_and_a_list_chooses_those(tmp_path):
 
 def test_weights_brings_the_archs_it_imports_into_and_the_folders_it_fine_tunes_on(tmp_path):
     project = generate(tmp_path, "vision", git=False, features="weights")
-    assert read_answers(project)["features"] == ["weights", "archs", "folders"]
+    assert read_answers(project)["features"] == ["weights", "archs", "folders", "finetune"]
+    assert (project / MARKERS["finetune"]).is_file() and (project / "tests/test_finetune.py").is_file()
     assert (project / MARKERS["archs"]).is_file() and not (project / MARKERS["recipes"]).exists()
     assert (project / "demo/models/drop_path.py").is_file()  # the archs' blocks use it
     assert not (project / "demo/tasks/vision/recipes.py").exists()
     assert (project / MARKERS["folders"]).is_file() and (project / "tests/test_vision_folders.py").is_file()
     readme = (project / "README.md").read_text("utf-8")
     assert "`recipes` (" in readme and "`archs` (" not in readme  # the note's "Not here" list
+    assert "`finetune` (" not in readme and "msscaffold add finetune" not in readme
 
 
 @pytest.mark.parametrize(
@@ -144,6 +153,7 @@ def test_weights_brings_the_archs_it_imports_into_and_the_folders_it_fine_tunes_
         (["--task", "vision", "--features", "onnx,bogus"], "feature 'bogus' is unknown"),
         (["--task", "nlp", "--features", "weights"], "feature 'weights' is not one of the nlp task's"),
         (["--task", "recommender", "-d", "features=weights"], "not one of the recommender task's"),
+        (["--task", "multimodal", "--features", "finetune"], "'finetune' is not one of the multimodal"),
     ],
 )
 def test_new_refuses_a_feature_in_one_line_and_writes_nothing(tmp_path, args, message):
@@ -293,7 +303,7 @@ def test_a_0_13_0_project_updates_with_every_file_it_had(tmp_path):
 def test_a_0_14_0_project_keeps_what_later_became_features(tmp_path):
     """0.14.0 had ResNet/ViT and RandAugment/mixup in every vision project; a 0.14.0 project answered
     `features: [onnx]` updates with every file it had: archs, recipes and folders join its answer (and
-    check, its python -m <package> check)."""
+    check, its python -m <package> check; finetune, its warm start)."""
     from test_update import _hatch_build
 
     from msscaffold import generate as _generate
@@ -312,7 +322,7 @@ def test_a_0_14_0_project_keeps_what_later_became_features(tmp_path):
     assert _update.update_project(project, vcs_ref=head) == []
     now = {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
     assert had - now == set(), sorted(had - now)[:10]
-    joined = ["check", "loggers", "plots", "archs", "recipes", "folders"]
+    joined = ["check", "loggers", "plots", "archs", "recipes", "folders", "finetune"]
     assert read_answers(project)["features"] == ["onnx", *joined]
 
 
@@ -325,8 +335,8 @@ EMA_CORE = "efc3d1f"
 def test_a_feature_since_widened_joins_when_the_project_has_its_files(tmp_path):
     """A lean vision project of a commit where engine/ema.py was core (and `recipes` already a
     feature, which the project did not choose) updates with every file it had: `recipes`, which
-    holds ema.py now, joins its answer because the project has the file; `check` and `folders`,
-    new names, join as features its release did not offer."""
+    holds ema.py now, joins its answer because the project has the file; `check`, `folders` and
+    `finetune`, new names, join as features its release did not offer."""
     from msscaffold import generate as _generate
     from msscaffold import update as _update
     from msscaffold.source import TemplateSource
@@ -343,4 +353,5 @@ def test_a_feature_since_widened_joins_when_the_project_has_its_files(tmp_path):
     assert _update.update_project(project, vcs_ref=head) == []
     now = {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
     assert had - now == set(), sorted(had - now)[:10]
-    assert {"recipes", "check", "folders"} <= set(read_answers(project)["features"])
+    assert {"recipes", "check", "folders", "finetune"} <= set(read_answers(project)["features"])
+    assert (project / "proj/tasks/vision/finetune.py").is_file()  # its warm start was core there

@@ -181,7 +181,7 @@ def new(
         str | None,
         typer.Option(help="Optional features, comma-separated, or all / none (default: all): onnx, sweeps, "
                      "doctor, check, docker, loggers, plots, recipes; weights (vision, multimodal); archs, "
-                     "folders (vision). One line each: `msscaffold tasks`."),
+                     "folders, finetune (vision). One line each: `msscaffold tasks`."),
     ] = None,
     data: Annotated[list[str], typer.Option("--data", "-d", help="Any template answer, KEY=VALUE.")] = [],  # noqa: B006
     template: Annotated[str | None, typer.Option(help="Template path or git URL.")] = None,

@@ -77,6 +77,8 @@ def parse_features(text: str, config: dict | None, task: str) -> list[str]:
                                   f"{', '.join(offered) or 'none'} (or all, none)")
     if "weights" in words and "archs" in offered:  # weights import into the archs (vision): it brings them
         words.append("archs")
+    if "weights" in words and "finetune" in offered:  # ... and fine-tunes from them: it brings the warm start
+        words.append("finetune")
     if {"onnx", "weights"} & set(words) and "folders" in offered:  # vision: predict serves the folders'
         words.append("folders")  # eval view, published weights fine-tune on photos: both bring them
     return [name for name in offered if name in words]

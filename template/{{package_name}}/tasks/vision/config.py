@@ -70,8 +70,8 @@ class ModelConfig(Section):
     norm: Literal["group", "batch"] = "group"  # small_cnn; group: accumulation/data parallel exact
     dropout: float = Field(0.0, ge=0, lt=1)
     drop_path: float = Field(0.0, ge=0, lt=1)  # stochastic depth, last residual block (timm: 0.05-0.1); recipes
-    pretrained: str | None = None  # checkpoint to start from (backbone weights)
-    freeze_backbone: bool = False  # fine-tune only the classifier head
+    pretrained: str | None = None  # checkpoint to start from (backbone weights); finetune feature
+    freeze_backbone: bool = False  # fine-tune only the classifier head; finetune feature
     fast_conv: Literal["auto"] | bool = False  # models/fast_conv.py (archs): auto = on CPU
     # vit_*: sizes; null = the arch's (vit_tiny: 16, 12, 3, 192, 768; vit_b_16: 16, 12, 12, 768, 3072)
     patch_size: PositiveInt | None = None  # data.image_size must be a multiple of it
@@ -81,7 +81,9 @@ class ModelConfig(Section):
     vit_mlp_dim: PositiveInt | None = None
 
     ARCHS: ClassVar[tuple[str, ...]] = ("small_cnn", "resnet18", "resnet34", "resnet50", "vit_tiny", "vit_b_16")
-    FEATURES: ClassVar = {"drop_path": ("models.drop_path", "recipes"), "fast_conv": ("models.fast_conv", "archs")}
+    FEATURES: ClassVar = {"drop_path": ("models.drop_path", "recipes"), "fast_conv": ("models.fast_conv", "archs"),
+                          "pretrained": ("tasks.vision.finetune", "finetune"),
+                          "freeze_backbone": ("tasks.vision.finetune", "finetune")}
 
     @field_validator("arch")
     @classmethod

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...engine import checkpoint, seams
+from ...engine import seams
 from ...engine.arrays import normalise, stratified_split
 from ...engine.errors import DataError
 from ...engine.seams import is_spec
@@ -135,12 +135,13 @@ def check_classes(classes: list[str], cfg) -> None:
 
 
 def normalisation(cfg, measure: Callable[[], tuple]) -> tuple:
-    """Mean and std to standardise with: a pretrained backbone's own (e.g. ImageNet's per-channel
-    values for imported weights), so it sees inputs as it was trained on; else ``data.mean`` and
-    ``data.std`` when given; else ``measure()`` of this data's training images."""
+    """Mean and std to standardise with: a pretrained backbone's own (the finetune feature's
+    ``model.pretrained``); else ``data.mean`` and ``data.std`` when given; else ``measure()`` of
+    this data's training images."""
     if cfg.model.pretrained:
-        _, pretrained = checkpoint.read(cfg.model.pretrained)
-        return pretrained["task_meta"]["mean"], pretrained["task_meta"]["std"]
+        from .finetune import pretrained_normalisation
+
+        return pretrained_normalisation(cfg)
     if cfg.data.mean is not None and cfg.data.std is not None:
         return cfg.data.mean, cfg.data.std
     return measure()

@@ -32,9 +32,6 @@ def your_network(cfg, num_classes: int, channels: int, image_size: int) -> nn.Ce
     cls = seams.load("model.arch", spec, base=nn.Cell)
     network = seams.build("model.arch", spec, cls, num_classes=num_classes, in_channels=channels,
                           image_size=image_size, **cfg.model.kwargs)
-    if cfg.model.freeze_backbone and not isinstance(getattr(network, "backbone", None), nn.Cell):
-        raise ConfigError(f"model.freeze_backbone: {cls.__name__} (model.arch={spec}) has no backbone Cell to "
-                          "freeze; give it a `backbone` attribute or set model.freeze_backbone: false")
     shape = tuple(network(ops.zeros((2, channels, image_size, image_size), ms.float32)).shape)
     if shape != (2, num_classes):
         raise ConfigError(f"model.arch={spec}: {cls.__name__} maps 2 images of {channels}x{image_size}x{image_size} "
@@ -64,15 +61,6 @@ class Classifier(nn.Cell):
 
     def construct(self, x):  # (B, C, H, W) -> logits (B, num_classes), float32 under mixed precision too
         return self.head(self.dropout(self.backbone(x))).astype(ms.float32)
-
-
-def freeze_backbone(network: nn.Cell) -> None:
-    """Train all but ``network.backbone``, whose BatchNorm keeps its statistics (set_train would not last)."""
-    for param in network.backbone.get_parameters():
-        param.requires_grad = False
-    for _, cell in network.backbone.cells_and_names():
-        if isinstance(cell, nn.BatchNorm2d):
-            cell.use_batch_statistics = False
 
 
 class CriterionLoss(nn.Cell):

@@ -5,20 +5,17 @@ from __future__ import annotations
 import numpy as np
 from mindspore import Tensor, nn, ops
 
-from ...engine import checkpoint
 from ...engine.arrays import budget, compiled, normalise, predict
-from ...engine.errors import CheckpointError, DataError
+from ...engine.errors import DataError
 from ...engine.seams import is_spec, your_metrics
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from ...models.backbones import backbone
-from .config import ModelConfig
 from .data import load_data, load_eval_data, train_recipe
 from .model import (
     ClassificationLoss,
     Classifier,
     CriterionLoss,
     backbone_for,
-    freeze_backbone,
     your_criterion,
     your_network,
 )
@@ -31,8 +28,10 @@ def build_model(cfg, meta: dict, comm: Comm) -> Model:
         network = your_network(cfg, classes, channels, size)
     else:
         network = Classifier(backbone_for(cfg.model, channels, size), classes, cfg.model.dropout)
-    if cfg.model.freeze_backbone:
-        freeze_backbone(network)
+    if cfg.model.freeze_backbone:  # the finetune feature's (the config refuses it without)
+        from .finetune import freeze_backbone
+
+        freeze_backbone(network, cfg)
     layered = callable(getattr(network, "layer_id", None)) and getattr(network, "num_layers", None) is not None
     return Model(network=network, loss=build_loss(network, cfg, meta),
                  layer_id=network.layer_id if layered else None, num_layers=network.num_layers if layered else 0,
@@ -52,41 +51,12 @@ def build_loss(network: nn.Cell, cfg, meta: dict) -> nn.Cell:
     return ClassificationLoss(network, cfg.train.label_smoothing)
 
 
-def warm_start(network: Classifier, cfg) -> None:
-    """``model.pretrained``: copy backbone weights from a checkpoint (one trained here or made by
-    convert_weights.py); the head stays fresh (the new data may have other classes)."""
-    if not cfg.model.pretrained:
-        return
-    params, meta = checkpoint.read(cfg.model.pretrained)
-    try:
-        check_backbone_fits(meta, cfg)
-        checkpoint.restore(params, network.backbone)
-    except CheckpointError as exc:
-        raise CheckpointError(f"model.pretrained={cfg.model.pretrained}: {exc}") from None
+def warm_start(network: nn.Cell, cfg) -> None:
+    """``model.pretrained``, the finetune feature's (the config refuses it without): backbone weights."""
+    if cfg.model.pretrained:
+        from .finetune import warm_start as copy_backbone
 
-
-def check_backbone_fits(meta: dict, cfg) -> None:
-    """Refuse a backbone of another shape. Names alone would not catch all of them: a
-    resnet34 file holds every name of a resnet18, a BatchNorm one every name of a GroupNorm one."""
-    saved = meta["config"]["model"]
-    keys = ["arch"] + {"small_cnn": ["widths", "blocks_per_stage", "norm"]}.get(cfg.model.arch, [])
-    for key in keys:
-        if saved.get(key) != getattr(cfg.model, key):
-            raise CheckpointError(f"its backbone has model.{key}={saved.get(key)!r}, this run "
-                                  f"model.{key}={getattr(cfg.model, key)!r}; set them equal")
-    if cfg.model.arch.startswith("vit"):
-        from ...models.vit_layout import vit_sizes
-
-        theirs, ours = vit_sizes(ModelConfig(**saved)), vit_sizes(cfg.model)
-        if theirs != ours:
-            raise CheckpointError(f"its ViT has (patch, layers, heads, width, mlp) {theirs}, this run {ours}; set "
-                                  "model.patch_size, vit_layers, vit_heads, vit_width, vit_mlp_dim equal")
-    if backbone(cfg.model.arch).fixed_size and meta["task_meta"]["image_size"] != cfg.data.image_size:
-        raise CheckpointError(f"its ViT has positions for {meta['task_meta']['image_size']}-pixel images; "
-                              f"set data.image_size={meta['task_meta']['image_size']}")
-    if meta["task_meta"]["channels"] != cfg.data.channels:
-        raise CheckpointError(f"its backbone takes {meta['task_meta']['channels']}-channel images; "
-                              f"set data.channels={meta['task_meta']['channels']}")
+        copy_backbone(network, cfg)
 
 
 def evaluate(network: nn.Cell, data: Data, cfg) -> dict[str, float]:
