@@ -73,9 +73,7 @@ class Train(Section):
     save_every: int | None = Field(None, gt=0)  # optimizer steps between last.ckpt saves; null = at evaluations
     keep_last: int = Field(0, ge=0)  # also keep the N newest step-<N>.ckpt files of save_every
     on_nonfinite: Literal["stop", "skip"] = "stop"  # fp32 NaN/inf: stop naming the step, or skip the update
-    # Decay of an exponential moving average of the weights, evaluated, saved as best.ckpt and
-    # exported instead of them (engine/ema.py, the recipes feature); null = off. In (0, 1), e.g. 0.999.
-    ema: float | None = Field(None, gt=0, lt=1)
+    ema: float | None = Field(None, gt=0, lt=1)  # average of the weights (engine/ema.py: recipes); null = off
     callbacks: list[str] = []  # "module:Class" user callbacks, see logs/callbacks.py
     monitor: str | None = None  # the eval metric that picks best.ckpt and early-stops; null: the task's
     monitor_mode: Literal["max", "min"] | None = None
@@ -114,10 +112,7 @@ class Optim(Section):
     min_lr_ratio: float = Field(0.0, ge=0, le=1)  # cosine floor, as a fraction of lr
     step_size: int = Field(1000, gt=0)  # "step" schedule: decay every N optimizer steps
     gamma: float = Field(0.1, gt=0, le=1)
-    # Layer-wise lr decay for fine-tuning (BEiT, timm, mindcv): layer i of L (0 = stem/embeddings,
-    # L = head) learns at lr * layer_decay^(L - i), e.g. 0.65-0.75. null = off (1.0 is the same
-    # rates, in per-layer groups). Archs whose model gives a layer map only; in (0, 1]. The recipes
-    # feature's (engine/layer_decay.py).
+    # layer i of L learns at lr * layer_decay^(L - i) (engine/layer_decay.py: recipes); null = off
     layer_decay: float | None = Field(None, gt=0, le=1)
 
     OPTIMIZERS: ClassVar[tuple[str, ...]] = ("sgd", "momentum", "adam", "adamw")

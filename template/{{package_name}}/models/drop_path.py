@@ -11,6 +11,11 @@ def block_rates(drop_path: float, blocks: int) -> list[float]:
     return [drop_path * i / max(blocks - 1, 1) for i in range(blocks)]
 
 
+def drop_paths(drop_path: float, blocks: int) -> list[nn.Cell]:
+    """Each of ``blocks`` residual blocks' ``DropPath``, at ``block_rates``."""
+    return [DropPath(rate) for rate in block_rates(drop_path, blocks)]
+
+
 class DropPath(nn.Cell):
     """A residual branch kept per example with probability 1 - ``p`` (scaled by 1 / keep), in training
     only; like dropout's, its masks are not redrawn exactly on resume."""

@@ -24,15 +24,6 @@ def conv_norm_relu(in_ch: int, out_ch: int, stride: int, norm: str, conv=nn.Conv
             norm_layer(norm, out_ch), nn.ReLU()]
 
 
-def drop_paths(drop_path: float, blocks: int) -> list[nn.Cell]:
-    """Each residual block's stochastic depth (``model.drop_path``): the identity when it is 0."""
-    if not drop_path:
-        return [nn.Identity() for _ in range(blocks)]
-    from .drop_path import DropPath, block_rates
-
-    return [DropPath(rate) for rate in block_rates(drop_path, blocks)]
-
-
 class ResidualBlock(nn.Cell):
     """conv-norm-ReLU-conv-norm (``drop``: its stochastic depth) plus a shortcut (1x1 conv if the shape changes)."""
 
@@ -62,7 +53,10 @@ class SmallCNN(nn.Cell):
     def __init__(self, channels: int, image_size: int, widths: list[int], blocks_per_stage: int, norm: str,
                  conv=nn.Conv2d, drop_path: float = 0.0):
         super().__init__()
-        drops = iter(drop_paths(drop_path, len(widths) * blocks_per_stage))
+        blocks = len(widths) * blocks_per_stage
+        if drop_path:  # model.drop_path: the recipes feature's stochastic depth
+            from .drop_path import drop_paths
+        drops = iter(drop_paths(drop_path, blocks) if drop_path else [None] * blocks)
         layers = conv_norm_relu(channels, widths[0], 1, norm, conv)
         for _ in range(stem_halvings(image_size)):
             layers += conv_norm_relu(widths[0], widths[0], 2, norm, conv)

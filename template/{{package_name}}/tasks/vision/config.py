@@ -92,7 +92,6 @@ class ModelConfig(Section):
             feature("models.resnet" if value.startswith("resnet") else "models.vit", "archs")
         return value
 
-
     @model_validator(mode="after")
     def _yours_or_built_in(self):
         if is_spec(self.arch):  # the built-in archs' options do not reach your class: refuse, never ignore

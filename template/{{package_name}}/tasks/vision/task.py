@@ -11,14 +11,7 @@ from ...engine.seams import is_spec, your_metrics
 from ...engine.task import Capabilities, Comm, Data, Model, Task
 from ...models.backbones import backbone
 from .data import load_data, load_eval_data, train_recipe
-from .model import (
-    ClassificationLoss,
-    Classifier,
-    CriterionLoss,
-    backbone_for,
-    your_criterion,
-    your_network,
-)
+from .model import ClassificationLoss, Classifier, CriterionLoss, backbone_for, your_criterion, your_network
 
 
 def build_model(cfg, meta: dict, comm: Comm) -> Model:
