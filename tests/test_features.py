@@ -24,7 +24,7 @@ MARKERS = {
     "check": "demo/check.py",
     "docker": "Dockerfile",
     "loggers": "demo/logs/trackers.py",
-    "plots": "demo/logs/plot.py",
+    "reports": "demo/logs/reports.py",
     "weights": "convert_weights.py",
     "archs": "demo/models/resnet.py",
     "recipes": "demo/engine/ema.py",
@@ -83,8 +83,9 @@ def test_lean_render_has_no_optional_file_no_dangling_import_and_lints(tmp_path,
         # the config refuses output.loggers tensorboard/mlflow without the loggers feature (test_logging.py)
         "demo/logs/loggers.py: from .trackers import require",
         "demo/logs/loggers.py: from .trackers import TRACKERS",
-        # the config refuses output.plot without the plots feature
-        "demo/run/train.py: from ..logs.plot import CurvePlot",
+        # the config refuses output.plot and the csv logger without the reports feature
+        "demo/run/train.py: from ..logs.reports import CurvePlot",
+        "demo/logs/loggers.py: from .reports import CsvLogger",
         # vision: the config refuses an arch, fast_conv or recipe value whose module is absent
         "demo/models/backbones.py: from .fast_conv import conv_class",
         "demo/models/backbones.py: from .resnet import BACKBONES as RESNETS",  # when the files are there
@@ -319,7 +320,7 @@ def test_a_0_14_0_project_keeps_what_later_became_features(tmp_path):
     assert _update.update_project(project, vcs_ref=head) == []
     now = {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
     assert had - now == set(), sorted(had - now)[:10]
-    joined = ["check", "loggers", "plots", "archs", "recipes", "folders", "finetune"]
+    joined = ["check", "loggers", "reports", "archs", "recipes", "folders", "finetune"]
     assert read_answers(project)["features"] == ["onnx", *joined]
 
 

@@ -180,7 +180,7 @@ def new(
     features: Annotated[
         str | None,
         typer.Option(help="Optional features, comma-separated, or all / none (default: all): onnx, sweeps, "
-                     "doctor, check, docker, loggers, plots, recipes; weights (vision, multimodal); archs, "
+                     "doctor, check, docker, loggers, reports, recipes; weights (vision, multimodal); archs, "
                      "folders, finetune (vision). One line each: `msscaffold tasks`."),
     ] = None,
     data: Annotated[list[str], typer.Option("--data", "-d", help="Any template answer, KEY=VALUE.")] = [],  # noqa: B006

@@ -3,7 +3,6 @@ Code a checkpoint names is imported only if your config names it too: a checkpoi
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import os
@@ -131,7 +130,8 @@ def continues_in_place(path: Path) -> bool:
 
 
 def drop_rows_after(run_dir: Path, step: int) -> None:
-    """Remove metric rows past ``step``: work lost with the interruption."""
+    """Remove metrics.jsonl's rows past ``step``: work lost with the interruption (the csv tables:
+    ``logs/reports.py``)."""
     jsonl = run_dir / "metrics.jsonl"
     if jsonl.is_file():
         rows = [line for line in jsonl.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -139,14 +139,6 @@ def drop_rows_after(run_dir: Path, step: int) -> None:
         if cut := sum(json_row(line) is None for line in rows):
             log.warning(f"{jsonl}: dropped {cut} unreadable line(s) (a write cut short, e.g. by a full disk)")
         jsonl.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
-    for table in run_dir.glob("metrics_*.csv"):
-        with open(table, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-        if rows:
-            with open(table, "w", newline="", encoding="utf-8") as f:
-                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-                writer.writeheader()
-                writer.writerows(row for row in rows if int(row["step"]) <= step)
 
 
 def json_row(line: str) -> dict | None:

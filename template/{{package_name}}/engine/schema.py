@@ -147,15 +147,17 @@ class Optim(Section):
 class Output(Section):
     dir: str = "runs"  # ~ is expanded
     name: str | None = None  # run folder name inside dir (a plain name, not a path); null = timestamp
-    # tensorboard and mlflow: the loggers feature, each with its extra (logs/loggers.py)
+    # csv: the reports feature; tensorboard and mlflow: the loggers feature, each with its extra
     loggers: list[Literal["jsonl", "csv", "tensorboard", "mlflow"]] = ["jsonl"]
-    plot: bool = False  # curves.png at the end of the run (logs/plot.py, the plots feature)
+    plot: bool = False  # curves.png at the end of the run (logs/reports.py, the reports feature)
 
-    FEATURES: ClassVar = {"plot": ("logs.plot", "plots")}
+    FEATURES: ClassVar = {"plot": ("logs.reports", "reports")}
 
     @field_validator("loggers")
     @classmethod
     def _loggers_feature(cls, value: list[str]) -> list[str]:
+        if "csv" in value:
+            feature("logs.reports", "reports")
         if {"tensorboard", "mlflow"} & set(value):
             feature("logs.trackers", "loggers")
         return value

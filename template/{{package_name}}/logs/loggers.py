@@ -1,10 +1,9 @@
 """Metric loggers, chosen by ``output.loggers`` (rank 0 writes): ``jsonl`` (non-finite numbers as
-``null``; a row a full disk cuts is taken back whole), ``csv``, and the optional ``loggers``
-feature's ``tensorboard`` and ``mlflow`` (``trackers.py``, imported only when chosen)."""
+``null``; a row a full disk cuts is taken back whole), the ``reports`` feature's ``csv`` (``reports.py``)
+and the ``loggers`` feature's ``tensorboard`` and ``mlflow`` (``trackers.py``), imported when chosen."""
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import math
@@ -24,8 +23,12 @@ def require(names: list[str]) -> None:
 
 
 def build_loggers(names: list[str], run_dir: Path) -> list[Callback]:
-    kinds: dict[str, type[Logger]] = {"jsonl": JsonlLogger, "csv": CsvLogger}
-    if set(names) - set(kinds):  # the loggers feature's
+    kinds: dict[str, type[Logger]] = {"jsonl": JsonlLogger}
+    if "csv" in names:  # the reports feature's
+        from .reports import CsvLogger
+
+        kinds["csv"] = CsvLogger
+    if set(names) - {"jsonl", "csv"}:  # the loggers feature's
         from .trackers import TRACKERS
 
         kinds |= TRACKERS
@@ -55,14 +58,3 @@ class JsonlLogger(Logger):
                 self.failing = True
         finally:
             os.close(fd)
-
-
-class CsvLogger(Logger):
-    def write(self, kind, row):
-        path = self.run_dir / f"metrics_{kind}.csv"
-        new = not path.exists()
-        with open(path, "a", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=list(row))
-            if new:
-                writer.writeheader()
-            writer.writerow(row)

@@ -32,8 +32,8 @@ def train(cfg: Config, resume: str | None = None, callbacks: list[Callback] = ()
         run = run or setup(cfg, task, resume)
         cfg = run.cfg
         layers = [Watch(), ProgressBar(screen), Manifest()]
-        if cfg.output.plot:  # the plots feature's (the config refuses output.plot without it)
-            from ..logs.plot import CurvePlot
+        if cfg.output.plot:  # the reports feature's (the config refuses output.plot without it)
+            from ..logs.reports import CurvePlot
 
             layers.append(CurvePlot(run.run_dir))
         # Loggers after the files they may upload at the end (mlflow: checkpoints, curves).
