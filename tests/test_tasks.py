@@ -82,7 +82,7 @@ SHARED_TESTS = {
     "tests/test_sweep.py::test_sweep_without_optuna_names_the_extra": ("vision",),
     "tests/test_trackers.py::test_mlflow_run_in_mlruns_has_config_metrics_and_run_folder": ("recommender",),
     "tests/test_trackers.py::test_tensorboard_events_hold_train_values_and_eval_metrics": ("recommender",),
-    "tests/test_cli.py::test_chosen_logger_not_installed_names_the_extra": ("multimodal",),
+    "tests/test_trackers.py::test_chosen_logger_not_installed_names_the_extra": ("multimodal",),
     "tests/test_cli.py::test_bad_config_values": CAPPED_AND_NOT,  # the shared sections' schema
     "tests/test_doctor.py::test_doctor_screen": CAPPED_AND_NOT,
     "tests/test_doctor.py::test_doctor_fails_on_numpy_2": ("vision",),  # a failed check: cap or not alike
@@ -105,6 +105,7 @@ SHARED_TESTS = {
     "tests/test_reliability.py::test_amp_run_whose_every_update_overflows_is_an_error": ENGINE_ONCE,
     "tests/test_cli.py::test_resume_from_missing_or_corrupt_checkpoint": ENGINE_ONCE,
     "tests/test_engine.py::test_new_run_never_clobbers_an_existing_run": ENGINE_ONCE,
+    "tests/test_reports.py::test_csv_tables_hold_the_jsonl_rows_and_a_resume_rewinds_them": ENGINE_ONCE,
     # the loss scaler (a scale of 1e30 overflows whatever the network) and the optimizers and
     # clipping on an nn.Dense against PyTorch's algorithms: engine code
     "tests/test_precision.py::test_overflowed_fp16_step_is_skipped_and_scale_halves": ENGINE_ONCE,

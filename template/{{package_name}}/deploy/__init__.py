@@ -1,2 +1,1 @@
-"""Trained models out of the loop: evaluation of a checkpoint, MINDIR export with its spec,
-and weights imported from other frameworks."""
+"""Trained models out of the loop: a checkpoint's evaluation, its export with a spec, imported weights."""

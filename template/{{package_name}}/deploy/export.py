@@ -14,6 +14,7 @@ import numpy as np
 from mindspore import Tensor, nn
 
 from ..engine.errors import UserError
+from ..engine.seams import feature
 from .inference import load_trained
 from .spec import io_names, write_spec
 
@@ -34,8 +35,7 @@ def export_checkpoint(path: str, out_dir: str, overrides: list[str] = (), format
             raise UserError(f"--format {','.join(formats)}: {folder} writes a folder of its own: export it alone")
         return trained.task.folder_formats[folder](trained, Path(out_dir), dtype)
     if "onnx" in formats:
-        if not (Path(__file__).parent / "onnx.py").is_file():  # the optional onnx feature's files
-            raise UserError("--format onnx: this project has no ONNX export: add it with `msscaffold add onnx`")
+        feature("deploy.onnx", "onnx", "--format onnx")  # the optional feature's files
         from .onnx import runtime
 
         runtime()  # before anything is written

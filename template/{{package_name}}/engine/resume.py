@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 # Keys a resumed run may change: how long it trains, how often it evaluates, logs and saves.
 SAFE_ON_RESUME = ("train.epochs", "train.max_steps", "train.eval_every", "train.log_every",
                   "train.early_stop_patience", "train.save_every", "train.keep_last", "train.callbacks",
-                  "output.dir", "output.plot", "output.loggers")
+                  "output.dir", "output.plot", "output.manifest", "output.loggers")
 
 
 STARTED = ".started"  # in each run folder, written when the run starts: --resume auto orders runs by it
@@ -125,8 +125,8 @@ def resume_config(saved: dict[str, Any], overrides: list[str], source: str, sche
 
 
 def continues_in_place(path: Path) -> bool:
-    """Is ``path`` a run folder's ``last.ckpt``?"""
-    return path.name == "last.ckpt" and (path.parent / "manifest.json").is_file()
+    """Is ``path`` a run folder's ``last.ckpt`` (stamped at its start; before stamps: with a manifest)?"""
+    return path.name == "last.ckpt" and any((path.parent / f).is_file() for f in (STARTED, "manifest.json"))
 
 
 def drop_rows_after(run_dir: Path, step: int) -> None:

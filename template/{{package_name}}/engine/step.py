@@ -58,7 +58,7 @@ class TrainStep:
         self.accum = optimizer.parameters.clone(prefix="grad_accum", init="zeros") if accum_steps > 1 else None
         self.accum_weight = Parameter(ms.Tensor(0.0, ms.float32), name="grad_accum_weight", requires_grad=False)
         self.hyper_map = ops.HyperMap()
-        compile_ = functools.partial(ms.jit, jit_level=jit_level) if jit else _eager
+        compile_ = functools.partial(ms.jit, jit_level=jit_level) if jit else lambda fn: fn
         self._accumulate = compile_(self.accumulate)
         self._apply = compile_(self.accumulate_and_apply)
 
@@ -131,10 +131,6 @@ def _squared_norm(g):
 
 def _scaled(factor, g):
     return g * factor.astype(g.dtype)
-
-
-def _eager(fn):
-    return fn
 
 
 def _unconstrained():

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from ..engine.arrays import budget_note
 from .callbacks import Callback
 
 PROJECT_LOGGER = logging.getLogger(__package__.partition(".")[0])  # every module of this project
@@ -75,7 +76,7 @@ class ProgressBar(Callback):
 
     def on_train_begin(self, progress):
         self.console.attach(progress.run_dir, progress.is_main)
-        self.start_step, self.start_time = progress.step, time.perf_counter()
+        self.start_step, self.start_time, self.evaluations = progress.step, time.perf_counter(), 0
         if self.interactive and progress.is_main:
             self.bar = tqdm(total=progress.total_steps, initial=progress.step, unit="step", dynamic_ncols=True)
 
@@ -92,6 +93,9 @@ class ProgressBar(Callback):
     def on_eval_end(self, progress, metrics):
         text = "  ".join(f"{k} {v}" if isinstance(v, int) else f"{k} {v:.4f}" for k, v in metrics.items())
         self.console.say(f"eval @ step {progress.step}: {text}")
+        if self.evaluations == 0 and "examples" in metrics:  # what the eval budget means, said once
+            self.console.say(budget_note(progress.cfg.eval.max_examples, int(metrics["examples"])))
+        self.evaluations += 1
 
     def on_train_end(self, progress, summary):
         if self.bar is not None:

@@ -1,9 +1,9 @@
-"""``manifest.json`` in each run folder: enough to know later exactly what produced it."""
+"""``manifest.json`` in each run folder (``output.manifest``, the reports feature): enough to know later
+exactly what produced it."""
 
 from __future__ import annotations
 
 import json
-import logging
 import platform
 import subprocess
 import sys
@@ -14,12 +14,9 @@ from typing import Any
 import mindspore as ms
 import numpy as np
 
-from ..engine.arrays import budget_note
 from ..engine.checkpoint import template_version
 from ..engine.schema import Config
 from ..logs.callbacks import Callback
-
-log = logging.getLogger(__name__)
 
 
 def git_commit() -> str | None:
@@ -59,19 +56,18 @@ def write(run_dir: Path, cfg: Config, device: str, world_size: int, resumed_from
 
 
 class Manifest(Callback):
-    """``manifest.json`` at the start; at the first evaluation, ``eval_examples`` (said once)."""
+    """``manifest.json`` at the start; at the first evaluation, ``eval_examples``."""
 
     def on_train_begin(self, progress):
-        self.said = False
+        self.recorded = False
         if progress.is_main:
             write(progress.run_dir, progress.cfg, progress.device, progress.world_size,
                   resumed_from=progress.resumed_from, step=progress.step)
 
     def on_eval_end(self, progress, metrics):
-        if self.said or "examples" not in metrics:
+        if self.recorded or "examples" not in metrics:
             return
-        self.said = True
-        log.info(budget_note(progress.cfg.eval.max_examples, int(metrics["examples"])))
+        self.recorded = True
         if progress.is_main:  # known only once training runs
             path = progress.run_dir / "manifest.json"
             manifest = json.loads(path.read_text(encoding="utf-8"))

@@ -5,7 +5,7 @@
 
     summary = train(load_config("config/config.yaml", ["train.epochs=1"]), resume="auto")
 
-Around ``engine.loop.fit``: console, health watch, manifest, loggers, plot, your callbacks."""
+Around ``engine.loop.fit``: console, health watch, manifest and plot, loggers, your callbacks."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from ..logs.console import ProgressBar, console
 from ..logs.loggers import build_loggers
 from ..logs.loggers import require as require_loggers
 from ..tasks import get_task
-from .manifest import Manifest
 from .watch import Watch
 
 
@@ -31,8 +30,12 @@ def train(cfg: Config, resume: str | None = None, callbacks: list[Callback] = ()
     with console() as screen:
         run = run or setup(cfg, task, resume)
         cfg = run.cfg
-        layers = [Watch(), ProgressBar(screen), Manifest()]
-        if cfg.output.plot:  # the reports feature's (the config refuses output.plot without it)
+        layers = [Watch(), ProgressBar(screen)]
+        if cfg.output.manifest:  # the reports feature's, as output.plot (the config refuses both without it)
+            from .manifest import Manifest
+
+            layers.append(Manifest())
+        if cfg.output.plot:
             from ..logs.reports import CurvePlot
 
             layers.append(CurvePlot(run.run_dir))

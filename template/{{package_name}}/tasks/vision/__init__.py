@@ -1,9 +1,6 @@
-"""Vision: image classification with a small ResNet-style CNN; metric: accuracy.
-
-Default data: the 8x8 handwritten digits embedded in ``data/digits.npz``. Your own data:
-an ``.npz`` with ``images`` (N, H, W[, C]) and ``labels`` (N,), your own loader (``data.path:
-module:function``) or, with the ``folders`` feature, a folder of photos (one sub-folder per class).
-"""
+"""Vision: image classification with a small ResNet-style CNN; metric: accuracy. Data: the 8x8 digits of
+``data/digits.npz``, an ``.npz`` of ``images`` (N, H, W[, C]) and ``labels`` (N,), your own loader
+(``data.path: module:function``) or, with the ``folders`` feature, a folder of photos."""
 
 from .config import TaskConfig
 
