@@ -83,7 +83,7 @@ def test_lean_render_has_no_optional_file_no_dangling_import_and_lints(tmp_path,
         # the config refuses output.loggers tensorboard/mlflow without the loggers feature (test_logging.py)
         "demo/logs/loggers.py: from .trackers import require",
         "demo/logs/loggers.py: from .trackers import TRACKERS",
-        # the config refuses output.plot, output.manifest and the csv logger without the reports feature
+        # the config refuses output.plot and the csv logger without reports; manifest.py: used when present
         "demo/run/train.py: from ..logs.reports import CurvePlot",
         "demo/run/train.py: from .manifest import Manifest",
         "demo/logs/loggers.py: from .reports import CsvLogger",

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 # Keys a resumed run may change: how long it trains, how often it evaluates, logs and saves.
 SAFE_ON_RESUME = ("train.epochs", "train.max_steps", "train.eval_every", "train.log_every",
                   "train.early_stop_patience", "train.save_every", "train.keep_last", "train.callbacks",
-                  "output.dir", "output.plot", "output.manifest", "output.loggers")
+                  "output.dir", "output.plot", "output.loggers")
 
 
 STARTED = ".started"  # in each run folder, written when the run starts: --resume auto orders runs by it

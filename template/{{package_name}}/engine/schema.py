@@ -150,9 +150,8 @@ class Output(Section):
     # csv: the reports feature; tensorboard and mlflow: the loggers feature, each with its extra
     loggers: list[Literal["jsonl", "csv", "tensorboard", "mlflow"]] = ["jsonl"]
     plot: bool = False  # curves.png at the end of the run (logs/reports.py, the reports feature)
-    manifest: bool = False  # manifest.json: what produced the run (run/manifest.py, the reports feature)
 
-    FEATURES: ClassVar = {"plot": ("logs.reports", "reports"), "manifest": ("run.manifest", "reports")}
+    FEATURES: ClassVar = {"plot": ("logs.reports", "reports")}
 
     @field_validator("loggers")
     @classmethod

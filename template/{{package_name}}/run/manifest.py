@@ -1,5 +1,4 @@
-"""``manifest.json`` in each run folder (``output.manifest``, the reports feature): enough to know later
-exactly what produced it."""
+"""``manifest.json`` in each run folder (the reports feature): enough to know later exactly what produced it."""
 
 from __future__ import annotations
 

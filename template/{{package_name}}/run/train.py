@@ -9,6 +9,7 @@ Around ``engine.loop.fit``: console, health watch, manifest and plot, loggers, y
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from typing import Any
 
 from ..engine.loop import Run, fit, setup
@@ -31,11 +32,11 @@ def train(cfg: Config, resume: str | None = None, callbacks: list[Callback] = ()
         run = run or setup(cfg, task, resume)
         cfg = run.cfg
         layers = [Watch(), ProgressBar(screen)]
-        if cfg.output.manifest:  # the reports feature's, as output.plot (the config refuses both without it)
+        if find_spec(f"{__package__}.manifest"):  # the reports feature's manifest.json, in every run
             from .manifest import Manifest
 
             layers.append(Manifest())
-        if cfg.output.plot:
+        if cfg.output.plot:  # the reports feature's (the config refuses output.plot without it)
             from ..logs.reports import CurvePlot
 
             layers.append(CurvePlot(run.run_dir))
