@@ -29,7 +29,7 @@ def warm_start(network: nn.Cell, cfg) -> None:
 def pretrained_normalisation(cfg) -> tuple:
     """The mean and std the ``model.pretrained`` backbone was trained with (e.g. ImageNet's per-channel
     values for imported weights), so it sees inputs as it was trained on."""
-    _, meta = checkpoint.read(cfg.model.pretrained)
+    meta = checkpoint.read_meta(cfg.model.pretrained)  # not its weights
     return meta["task_meta"]["mean"], meta["task_meta"]["std"]
 
 
