@@ -85,7 +85,7 @@ def load(network: nn.Cell, mapped: dict[str, np.ndarray]) -> None:
 def save_imported(path: str | Path, network: nn.Cell, cfg: Config, task_meta: dict[str, Any],
                   source: dict[str, Any]) -> None:
     """A checkpoint like the loop's (config, task meta, step 0) holding only the network."""
-    from ..engine.loop import State
+    from ..engine.progress import State
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ from . import checkpoint, config, distributed, runtime
 from .data import Batches
 from .errors import ConfigError, Interrupted
 from .optim import build_optimizer, current_lr, layer_scales, lr_schedule, warmup_steps
-from .progress import Hooks, Progress
+from .progress import Hooks, Progress, State
 from .resume import continued_config, find_resume, finished, is_finished, lock_run_dir, new_run_dir, resume_dir
 from .schema import Config
 from .signals import StopSignals
@@ -30,22 +30,6 @@ from .step import TrainStep, build_train_step
 from .task import Comm, Data, Task
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class State:
-    """Everything about progress that a resumed run needs; saved in every checkpoint."""
-
-    step: int = 0  # optimizer steps done
-    epoch: int = 0
-    batch: int = 0  # micro-batches done in this epoch
-    best: float | None = None
-    evals_since_best: int = 0
-    skipped_steps: int = 0  # overflowed (fp16) steps whose update was skipped
-    total_steps: int = 0  # the run's length when saved (a resume may change it)
-    stretches: list = field(default_factory=list)  # [step, total before, after] per change (optim.lr_schedule)
-    evaluated_at: int = -1  # the step of the last evaluation
-    unlogged: list = field(default_factory=list)  # micro-step losses since the last log row (a resume's first row)
 
 
 class NoEMA:

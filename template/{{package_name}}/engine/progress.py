@@ -1,10 +1,27 @@
-"""What callbacks see of a run: ``Progress``, a read-only view of the loop's ``Run``, and ``Hooks``."""
+"""A run's progress: ``State`` (what a checkpoint saves of it), ``Progress`` (what callbacks see: a
+read-only view of the loop's ``Run``) and ``Hooks``."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 
 from . import distributed
+
+
+@dataclass
+class State:
+    """Everything about progress that a resumed run needs; saved in every checkpoint."""
+
+    step: int = 0  # optimizer steps done
+    epoch: int = 0
+    batch: int = 0  # micro-batches done in this epoch
+    best: float | None = None
+    evals_since_best: int = 0
+    skipped_steps: int = 0  # overflowed (fp16) steps whose update was skipped
+    total_steps: int = 0  # the run's length when saved (a resume may change it)
+    stretches: list = field(default_factory=list)  # [step, total before, after] per change (optim.lr_schedule)
+    evaluated_at: int = -1  # the step of the last evaluation
+    unlogged: list = field(default_factory=list)  # micro-step losses since the last log row (a resume's first row)
 
 
 class Hooks:

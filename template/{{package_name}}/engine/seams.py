@@ -24,9 +24,14 @@ class MissingFeature(ConfigError, ValueError):
     """A config value needing an absent optional feature (a ValueError too, for schema validators)."""
 
 
+def present(module: str) -> bool:
+    """Is this package's optional ``module`` (e.g. ``run.manifest``, a feature's) in the project?"""
+    return importlib.util.find_spec(f"{__package__.rpartition('.')[0]}.{module}") is not None
+
+
 def feature(module: str, name: str, wanted: str = "") -> None:
     """Refuse ``wanted`` (``key=value``) when this package's ``module`` of feature ``name`` is absent."""
-    if importlib.util.find_spec(f"{__package__.rpartition('.')[0]}.{module}") is None:
+    if not present(module):
         raise MissingFeature(f"{wanted + ': ' if wanted else ''}needs the {name!r} feature, not in this project: "
                              f"`msscaffold add {name}` brings it")
 

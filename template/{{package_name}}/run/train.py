@@ -9,11 +9,11 @@ Around ``engine.loop.fit``: console, health watch, manifest and plot, loggers, y
 
 from __future__ import annotations
 
-from importlib.util import find_spec
 from typing import Any
 
 from ..engine.loop import Run, fit, setup
 from ..engine.schema import Config
+from ..engine.seams import present
 from ..engine.task import Task
 from ..logs.callbacks import Callback, load_user_callbacks
 from ..logs.console import ProgressBar, console
@@ -32,7 +32,7 @@ def train(cfg: Config, resume: str | None = None, callbacks: list[Callback] = ()
         run = run or setup(cfg, task, resume)
         cfg = run.cfg
         layers = [Watch(), ProgressBar(screen)]
-        if find_spec(f"{__package__}.manifest"):  # the reports feature's manifest.json, in every run
+        if present("run.manifest"):  # the reports feature's manifest.json, in every run
             from .manifest import Manifest
 
             layers.append(Manifest())

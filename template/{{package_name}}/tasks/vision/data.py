@@ -4,7 +4,6 @@ batched from memory (the fastest path for small data), or a folder of photos (th
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
@@ -114,7 +113,7 @@ def your_arrays(cfg) -> tuple[np.ndarray, np.ndarray, list[str]]:
 def train_recipe(cfg, meta: dict):
     """The recipes feature's ``Recipe`` of this run's training images, or None when they need none
     (without the feature, the config refused every value that needs one)."""
-    if importlib.util.find_spec(f"{__package__}.recipes") is None:
+    if not seams.present("tasks.vision.recipes"):
         return None
     from .recipes import recipe_of
 
